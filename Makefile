@@ -1,0 +1,40 @@
+# longread developer entry points. `make demo` and `make test` do all set-up on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+
+DEMO_QUESTION = What is the special magic number mentioned in the document?
+
+.PHONY: install demo test test-fast lint bench clean
+
+# Build llama.cpp with both cores; the first install compiles it (about 10 minutes), pip caches it.
+export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[local,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/longread ask examples/needle.txt --chunk-tokens 1000 --question "$(DEMO_QUESTION)"
+
+lint: install
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q
+
+test-fast: install
+	$(BIN)/pytest -q -m "not model and not server"
+
+bench: install
+	$(BIN)/python bench/overhead.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

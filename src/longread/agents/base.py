@@ -1,0 +1,101 @@
+"""What every agent shares: the Agent protocol, document preparation, and one traced LLM call."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..errors import BudgetError, UsageError
+from ..llm.base import LLMBackend, Message, SamplingParams
+from ..text.chunking import Chunk, chunk_text
+from ..text.tokenizer import Tokenizer
+from ..trace import Conversation, Run
+
+log = logging.getLogger(__name__)
+
+Document = str | Sequence[Chunk]
+# Called after every LLM call with the conversation and the run's expected number of calls.
+ProgressCallback = Callable[[Conversation, int], None]
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """Answers a question about a document of any length."""
+
+    name: str
+
+    async def run(self, question: str, document: Document) -> Run:
+        """Read ``document`` and answer ``question``; the Run holds the answer and the trace."""
+        ...
+
+
+@dataclass
+class CallContext:
+    """The backend and tokenizer an agent talks through, plus where to report progress."""
+
+    backend: LLMBackend
+    tokenizer: Tokenizer
+    progress: ProgressCallback | None = None
+    expected_calls: int = 0
+
+    def count(self, text: str) -> int:
+        return self.tokenizer.count(text)
+
+    async def call(
+        self, kind: str, step: int, messages: list[Message], params: SamplingParams, **extra: object
+    ) -> Conversation:
+        """Send one conversation and record it. Backend failures propagate (never an empty
+        answer): a run either completes or fails loudly."""
+        completion = await self.backend.chat(messages, params)
+        _check_not_truncated(self, messages, completion.prompt_tokens)
+        conversation = Conversation.from_completion(kind, step, messages, completion, **extra)
+        if self.progress is not None:
+            self.progress(conversation, self.expected_calls)
+        return conversation
+
+
+def _check_not_truncated(ctx: CallContext, messages: list[Message], reported: int) -> None:
+    """Catch servers that silently cut prompts (Ollama does): compare reported prompt tokens
+    with what our tokenizer counts. Approximate tokenizers are skipped."""
+    if reported <= 0 or not getattr(ctx.tokenizer, "exact", True):
+        return
+    expected = sum(ctx.count(m["content"]) for m in messages)
+    if reported < expected * 0.85:
+        raise BudgetError(
+            f"the server reported {reported} prompt tokens but the prompt has about {expected}: "
+            "it was probably truncated silently; raise the server's context size"
+        )
+
+
+def require_question(question: str) -> str:
+    question = question.strip()
+    if not question:
+        raise UsageError("the question is empty")
+    return question
+
+
+async def prepare_chunks(document: Document, tokenizer: Tokenizer, max_tokens: int) -> list[Chunk]:
+    """Chunks of at most ``max_tokens``: cut a string (in a worker thread, so long texts never
+    block the event loop), or check chunks the caller cut already."""
+    if isinstance(document, str):
+        if not document.strip():
+            raise UsageError("the document is empty")
+        return await asyncio.to_thread(chunk_text, document, tokenizer, max_tokens)
+    chunks = list(document)
+    if not chunks:
+        raise UsageError("the document is empty")
+    too_big = [c for c in chunks if c.tokens > max_tokens]
+    if too_big:
+        raise BudgetError(
+            f"chunk {too_big[0].index} has {too_big[0].tokens} tokens but this run allows "
+            f"{max_tokens}; cut the document with max_tokens={max_tokens}"
+        )
+    return chunks
+
+
+def run_sync(agent: Agent, question: str, document: Document) -> Run:
+    """Synchronous convenience for scripts and notebooks without an event loop."""
+    return asyncio.run(agent.run(question, document))

@@ -1,0 +1,194 @@
+"""MemAgent: read chunk by chunk, rewriting a bounded memory; answer from the memory alone.
+
+ALGORITHMS.md section 1 (Yu et al. 2025). N chunks cost N + 1 calls, each fitting a fixed window
+however long the document is. ``update_step`` and ``final_step`` are the single implementation
+of a MemAgent turn: evaluation, serving, MemReread's passes and RL rollouts all call them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+from ..errors import UsageError
+from ..llm.base import LLMBackend, Message, SamplingParams
+from ..text.chunking import Chunk
+from ..text.tokenizer import Tokenizer
+from ..trace import (
+    ANSWER_TRUNCATED,
+    MEMORY_TRUNCATED,
+    NO_BOXED_ANSWER,
+    Conversation,
+    Run,
+)
+from .answer import extract_boxed, strip_think
+from .base import CallContext, Document, ProgressCallback, prepare_chunks, require_question
+from .budget import ChunkPlan, check_fits, plan_chunk
+from .prompts import render
+
+NO_MEMORY = "No previous memory"
+
+
+@dataclass
+class MemAgentConfig:
+    """MemAgent settings; defaults are the paper's (chunk 5000, memory 1024, final 1024)."""
+
+    chunk_tokens: int = 5000  # largest chunk; shrunk automatically to fit the window
+    memory_tokens: int = 1024  # max new tokens of each memory rewrite (the memory cap)
+    final_tokens: int = 1024  # max new tokens of the final answer
+    temperature: float = 0.0  # greedy by default; the papers sample at 0.7 / top-p 0.95 in eval
+    top_p: float = 1.0
+    seed: int | None = None
+    prompt_dir: str | None = None  # folder overriding memagent_update.txt / memagent_final.txt
+
+    def __post_init__(self) -> None:
+        for name in ("chunk_tokens", "memory_tokens", "final_tokens"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"{name} must be a positive number of tokens")
+        if not 0.0 <= self.temperature <= 2.0:
+            raise UsageError("temperature must be between 0 and 2")
+        if not 0.0 < self.top_p <= 1.0:
+            raise UsageError("top_p must be in (0, 1]")
+
+    def params(self, max_tokens: int) -> SamplingParams:
+        return SamplingParams(
+            max_tokens=max_tokens, temperature=self.temperature, top_p=self.top_p, seed=self.seed
+        )
+
+
+def update_messages(question: str, memory: str, chunk: str, prompt_dir: str | None) -> list[Message]:
+    """The memory-rewrite conversation: problem, memory, section, instruction."""
+    text = render("memagent_update", prompt_dir, question=question, memory=memory, chunk=chunk)
+    return [{"role": "user", "content": text}]
+
+
+def final_messages(question: str, memory: str, prompt_dir: str | None) -> list[Message]:
+    """The answer conversation: problem and memory only, answer in \\boxed{}."""
+    text = render("memagent_final", prompt_dir, question=question, memory=memory)
+    return [{"role": "user", "content": text}]
+
+
+async def update_step(
+    ctx: CallContext, config: MemAgentConfig, question: str, memory: str, chunk: Chunk, step: int
+) -> Conversation:
+    """One MemAgent turn: the reply (minus any <think>) replaces the memory."""
+    messages = update_messages(question, memory, chunk.text, config.prompt_dir)
+    conversation = await ctx.call(
+        "update",
+        step,
+        messages,
+        config.params(config.memory_tokens),
+        chunk_index=chunk.index,
+        chunk_tokens=chunk.tokens,
+    )
+    conversation.memory = strip_think(conversation.reply)
+    if conversation.finish_reason == "length":
+        conversation.flags.append(MEMORY_TRUNCATED)
+    return conversation
+
+
+async def final_step(
+    ctx: CallContext, config: MemAgentConfig, question: str, memory: str, step: int
+) -> Conversation:
+    """Answer from memory; the answer is the last \\boxed{} (else the whole reply, flagged)."""
+    messages = final_messages(question, memory, config.prompt_dir)
+    conversation = await ctx.call("final", step, messages, config.params(config.final_tokens))
+    reply = strip_think(conversation.reply)
+    boxed = extract_boxed(reply)
+    conversation.answer = boxed if boxed is not None else reply
+    if boxed is None:
+        conversation.flags.append(NO_BOXED_ANSWER)
+    if conversation.finish_reason == "length":
+        conversation.flags.append(ANSWER_TRUNCATED)
+    return conversation
+
+
+def plan_memagent_chunk(
+    tokenizer: Tokenizer, window: int | None, config: MemAgentConfig, question: str
+) -> ChunkPlan:
+    """Chunk size for this question so that every update call, and the final call, fit."""
+    memory_room = config.memory_tokens
+    template = tokenizer.count(update_messages("", "", "", config.prompt_dir)[0]["content"])
+    question_tokens = tokenizer.count(question) * 2  # the update prompt repeats the question
+    plan = plan_chunk(
+        window=window,
+        requested=config.chunk_tokens,
+        prompt_tokens_without_chunk=template + question_tokens + memory_room,
+        max_new_tokens=config.memory_tokens,
+    )
+    final_prompt = tokenizer.count(final_messages(question, "", config.prompt_dir)[0]["content"])
+    check_fits(
+        window=window,
+        prompt_tokens=final_prompt + memory_room,
+        max_new_tokens=config.final_tokens,
+        what="final answer",
+    )
+    return plan
+
+
+class MemAgent:
+    """The MemAgent reader. ``run = await MemAgent(backend, tokenizer).run(question, document)``."""
+
+    name = "memagent"
+
+    def __init__(
+        self,
+        backend: LLMBackend,
+        tokenizer: Tokenizer,
+        config: MemAgentConfig | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.backend = backend
+        self.tokenizer = tokenizer
+        self.config = config or MemAgentConfig()
+        self.progress = progress
+
+    def plan(self, question: str) -> ChunkPlan:
+        """The chunk size this agent will use for ``question`` on its backend's window."""
+        return plan_memagent_chunk(
+            self.tokenizer, self.backend.context_window, self.config, question
+        )
+
+    async def run(self, question: str, document: Document) -> Run:
+        start = time.perf_counter()
+        question = require_question(question)
+        plan = self.plan(question)
+        chunks = await prepare_chunks(document, self.tokenizer, plan.chunk_tokens)
+        ctx = CallContext(self.backend, self.tokenizer, self.progress, len(chunks) + 1)
+        memory, conversations = await read_with_memory(ctx, self.config, question, chunks)
+        final = await final_step(ctx, self.config, question, memory, len(conversations))
+        conversations.append(final)
+        return Run(
+            agent=self.name,
+            question=question,
+            answer=final.answer or "",
+            final_reply=strip_think(final.reply),
+            boxed=NO_BOXED_ANSWER not in final.flags,
+            conversations=conversations,
+            seconds=time.perf_counter() - start,
+            config={**asdict(self.config), "chunk_tokens_used": plan.chunk_tokens},
+            notes=run_notes(plan, conversations, self.config.memory_tokens),
+        )
+
+
+async def read_with_memory(
+    ctx: CallContext, config: MemAgentConfig, question: str, chunks: list[Chunk], first_step: int = 0
+) -> tuple[str, list[Conversation]]:
+    """The MemAgent pass: fold every chunk into the memory, in order. Returns the memory and
+    the update conversations."""
+    memory = NO_MEMORY
+    conversations: list[Conversation] = []
+    for offset, chunk in enumerate(chunks):
+        conversation = await update_step(ctx, config, question, memory, chunk, first_step + offset)
+        memory = conversation.memory or ""
+        conversations.append(conversation)
+    return memory, conversations
+
+
+def run_notes(plan: ChunkPlan, conversations: list[Conversation], memory_cap: int) -> list[str]:
+    """Things the user should know about how the run went."""
+    notes = [note] if (note := plan.note()) else []
+    cut = sum(MEMORY_TRUNCATED in c.flags for c in conversations)
+    if cut:
+        notes.append(f"{cut} memory update(s) reached the {memory_cap}-token cap and were cut")
+    return notes

@@ -1,0 +1,89 @@
+"""The backend protocol every agent talks to, and the records it returns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypedDict, runtime_checkable
+
+
+class Message(TypedDict):
+    """One chat message, OpenAI style."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one completion. ``seed=None`` lets the backend choose."""
+
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    logprobs: bool = False
+
+
+@dataclass
+class Completion:
+    """What one chat call produced, with the usage needed for cost accounting and RL."""
+
+    text: str
+    finish_reason: str  # "stop", "length", or whatever the server said
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    # Only where the backend reports them; RL needs the sampled ids, never re-tokenised text.
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    model: str = ""
+
+    @property
+    def truncated(self) -> bool:
+        """True when generation stopped because it hit ``max_tokens``."""
+        return self.finish_reason == "length"
+
+
+@runtime_checkable
+class LLMBackend(Protocol):
+    """An async chat model. Agents only ever see this protocol."""
+
+    name: str
+
+    @property
+    def context_window(self) -> int | None:
+        """Total tokens (prompt + completion) one call may use; None when unknown."""
+        ...
+
+    async def chat(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
+        """Run one chat completion. Raises ``BackendError`` when it cannot."""
+        ...
+
+    async def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
+        """Exact prompt tokens of ``messages`` after the chat template, or None if unknown."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections, threads or model memory."""
+        ...
+
+
+@dataclass
+class Usage:
+    """Running totals over many calls."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    finish_reasons: dict[str, int] = field(default_factory=dict)
+
+    def add(self, completion: Completion) -> None:
+        self.calls += 1
+        self.prompt_tokens += completion.prompt_tokens
+        self.completion_tokens += completion.completion_tokens
+        self.seconds += completion.seconds
+        reason = completion.finish_reason
+        self.finish_reasons[reason] = self.finish_reasons.get(reason, 0) + 1

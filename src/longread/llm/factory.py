@@ -1,0 +1,88 @@
+"""Choosing a backend and the tokenizer that counts its tokens, from CLI-style settings."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+
+from ..errors import UsageError
+from ..text.tokenizer import Tokenizer
+from .base import LLMBackend
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("auto", "llamacpp", "openai")
+
+
+@dataclass
+class BackendSettings:
+    """Everything needed to build a backend; mirrors the CLI flags."""
+
+    backend: str = "auto"  # auto: openai when a server URL is given, else the embedded model
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    context_window: int | None = None
+    timeout: float = 600.0
+    max_concurrency: int = 8
+    gguf: str | None = None
+    quant: str | None = None
+    n_ctx: int | None = None
+    tokenizer: str | None = None  # tokenizer.json or HF model folder (OpenAI backend)
+
+    def resolved_backend(self) -> str:
+        if self.backend not in BACKENDS:
+            raise UsageError(f"unknown backend {self.backend!r}; choose one of {BACKENDS}")
+        if self.backend != "auto":
+            return self.backend
+        return "openai" if self.base_url or os.environ.get("OPENAI_BASE_URL") else "llamacpp"
+
+
+def make_backend(settings: BackendSettings) -> LLMBackend:
+    """Build the backend the settings describe (the embedded model loads lazily on first call)."""
+    if settings.resolved_backend() == "openai":
+        from .openai import OpenAIBackend
+
+        return OpenAIBackend(
+            base_url=settings.base_url,
+            model=settings.model,
+            api_key=settings.api_key,
+            timeout=settings.timeout,
+            max_concurrency=settings.max_concurrency,
+            context_window=settings.context_window,
+        )
+    from .gguf import SMOLLM2_CONTEXT
+    from .llamacpp import LlamaCppBackend
+
+    return LlamaCppBackend(
+        settings.gguf, quant=settings.quant, n_ctx=settings.n_ctx or SMOLLM2_CONTEXT
+    )
+
+
+async def make_tokenizer(backend: LLMBackend, settings: BackendSettings) -> Tokenizer:
+    """The most exact tokenizer available for ``backend``: a given tokenizer.json, the embedded
+    model's own vocabulary, the server's /tokenize endpoint, else a character estimate."""
+    from ..text import tokenizers
+
+    if settings.tokenizer:
+        return tokenizers.HFTokenizer.from_path(settings.tokenizer)
+    from .llamacpp import LlamaCppBackend
+
+    if isinstance(backend, LlamaCppBackend):
+        return tokenizers.LlamaCppTokenizer.from_gguf(backend.model_path)
+    from .openai import OpenAIBackend
+
+    if isinstance(backend, OpenAIBackend):
+        await backend.discover()
+        probed = await asyncio.to_thread(
+            tokenizers.ServerTokenizer.probe, backend.base_url, backend.model
+        )
+        if probed is not None:
+            return probed
+    log.warning(
+        "no exact tokenizer for this server: chunk sizes are estimated from characters; "
+        "pass --tokenizer PATH (a tokenizer.json or model folder) for exact counts"
+    )
+    return tokenizers.ApproxTokenizer()

@@ -1,0 +1,53 @@
+"""Progress on stderr for long runs: calls done, chunk position and throughput."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from tqdm import tqdm
+
+from .trace import Conversation
+
+
+class RunProgress:
+    """A tqdm bar over one run's LLM calls, shown only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool | None = None) -> None:
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._bar: tqdm | None = None
+        self._tokens = 0
+        self._seconds = 0.0
+
+    def __enter__(self) -> RunProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+    def start(self, total: int) -> None:
+        if self.enabled:
+            self._bar = tqdm(total=total, unit="call", file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, conversation: Conversation, expected_calls: int) -> None:
+        """Progress callback for agents: one finished conversation."""
+        self._tokens += conversation.prompt_tokens + conversation.completion_tokens
+        self._seconds += conversation.seconds
+        if self._bar is None:
+            return
+        if expected_calls and self._bar.total != expected_calls:
+            self._bar.total = expected_calls
+        self._bar.set_description(self._describe(conversation), refresh=False)
+        self._bar.set_postfix(self._postfix(), refresh=False)
+        self._bar.update(1)
+
+    def _describe(self, conversation: Conversation) -> str:
+        if conversation.chunk_index is not None:
+            chunks = max((self._bar.total or 1) - 1, 1) if self._bar else 1
+            return f"chunk {conversation.chunk_index + 1}/{chunks}"
+        return conversation.kind
+
+    def _postfix(self) -> dict[str, Any]:
+        rate = self._tokens / self._seconds if self._seconds else 0.0
+        return {"tok/s": f"{rate:.0f}"}

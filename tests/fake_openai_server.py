@@ -1,0 +1,193 @@
+"""A scripted OpenAI-compatible HTTP server on 127.0.0.1 for backend tests.
+
+Each path answers from its own queue of ``Reply`` objects, then from a fallback reply if one
+is set, then with 404. Every request is recorded, and the server tracks how many requests it
+held at once so tests can check client-side concurrency limits.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """One scripted answer: a dict/list body is sent as JSON, a str body as plain text."""
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+@dataclass
+class Request:
+    """What the server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]  # names lower-cased
+    body: Any
+
+
+def completion_body(
+    text: str | None = "hello",
+    *,
+    finish_reason: str = "stop",
+    prompt_tokens: int = 12,
+    completion_tokens: int = 3,
+    model: str = "test-model",
+    usage: bool = True,
+    logprobs: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A chat-completions response body the way vLLM shapes it."""
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": {"role": "assistant", "content": text},
+        "finish_reason": finish_reason,
+    }
+    if logprobs is not None:
+        choice["logprobs"] = {"content": logprobs}
+    body: dict[str, Any] = {"id": "cmpl-1", "object": "chat.completion", "model": model}
+    body["choices"] = [choice]
+    if usage:
+        body["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+    return body
+
+
+def models_body(*ids: str, **card_fields: Any) -> dict[str, Any]:
+    """A ``/v1/models`` response listing ``ids``; extra fields go on every card."""
+    return {"object": "list", "data": [{"id": i, "object": "model", **card_fields} for i in ids]}
+
+
+def error_body(message: str, code: int = 400) -> dict[str, Any]:
+    """An OpenAI-style error body."""
+    return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+
+
+def unused_port() -> int:
+    """A port on 127.0.0.1 that nothing was listening on a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class FakeOpenAIServer:
+    """A real HTTP server in a background thread, answering from per-path scripts."""
+
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._queues: dict[str, deque[Reply]] = defaultdict(deque)
+        self._fallbacks: dict[str, Reply] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.fake = self  # type: ignore[attr-defined]
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The server root, without ``/v1``."""
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def script(self, path: str, *replies: Reply) -> None:
+        """Answer the next requests to ``path`` with ``replies``, in order."""
+        with self._lock:
+            self._queues[path].extend(replies)
+
+    def always(self, path: str, reply: Reply) -> None:
+        """Answer ``path`` with ``reply`` once its script has run out."""
+        with self._lock:
+            self._fallbacks[path] = reply
+
+    def requests_to(self, path: str) -> list[Request]:
+        """The requests received on ``path``, in arrival order."""
+        with self._lock:
+            return [r for r in self.requests if r.path == path]
+
+    def __enter__(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stopping.set()  # wake handlers sleeping through a scripted delay
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+    def _serve(self) -> None:
+        # A short poll interval makes shutdown() quick: it waits for the loop to notice.
+        self._httpd.serve_forever(poll_interval=0.02)
+
+    def _take(self, request: Request) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            queue = self._queues[request.path]
+            if queue:
+                return queue.popleft()
+            fallback = self._fallbacks.get(request.path)
+        return fallback or Reply(404, error_body(f"no route {request.path}", 404))
+
+    def _done(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self._handle()
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep pytest output clean
+
+    def _handle(self) -> None:
+        fake: FakeOpenAIServer = self.server.fake  # type: ignore[attr-defined]
+        reply = fake._take(self._read_request())
+        try:
+            if reply.delay and fake._stopping.wait(reply.delay):
+                return
+            self._write(reply)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout test); nothing left to answer
+        finally:
+            fake._done()
+
+    def _read_request(self) -> Request:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        return Request(self.command, self.path, headers, body)
+
+    def _write(self, reply: Reply) -> None:
+        if isinstance(reply.body, str):
+            payload, content_type = reply.body.encode(), "text/plain"
+        else:
+            payload, content_type = json.dumps(reply.body).encode(), "application/json"
+        self.send_response(reply.status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
