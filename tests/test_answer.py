@@ -25,7 +25,7 @@ def test_extract_boxed(text, expected):
     ("text", "expected"),
     [
         ("<think>hmm</think>Memory: 42", "Memory: 42"),
-        ("<think>a\nb</think>\nx<think>c</think>y", "x\ny"),
+        ("<think>a\nb</think>\nx<think>c</think>y", "xy"),
         ("reasoning the template opened</think>final", "final"),
         ("kept<think>never closed", "kept"),
         ("  plain  ", "plain"),

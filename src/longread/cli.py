@@ -28,11 +28,22 @@ log = logging.getLogger("longread")
 @click.option("-v", "--verbose", is_flag=True, help="Log what longread does (model loading, ...).")
 def cli(verbose: bool) -> None:
     """Answer questions about documents far longer than a model's context window."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="longread: %(levelname)s: %(message)s",
-        stream=sys.stderr,
-    )
+    _log_to_stderr(logging.INFO if verbose else logging.WARNING)
+
+
+class _LowerLevelFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"longread: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def _log_to_stderr(level: int) -> None:
+    """Warnings (replaced bytes, estimated token counts) go to stderr as one line each."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LowerLevelFormatter())
+    logger = logging.getLogger("longread")
+    logger.handlers = [handler]  # replace, so repeated in-process invocations don't stack
+    logger.setLevel(level)
+    logger.propagate = False
 
 
 def backend_options(func: Any) -> Any:
@@ -52,6 +63,8 @@ def backend_options(func: Any) -> Any:
                      help="tokenizer.json or model folder for exact token counts on a server."),
         click.option("--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True,
                      help="Seconds to wait for one server reply."),
+        click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True,
+                     help="Retries (exponential backoff) on 429, 5xx, timeouts, lost connections."),
         click.option("--gguf", type=click.Path(dir_okay=False),
                      help="GGUF model for the embedded backend (default: bundled SmolLM2-135M)."),
         click.option("--quant", type=click.Choice(["q8_0", "q4_0", "f16", "original"]),
@@ -106,7 +119,7 @@ def _split_options(options: dict[str, Any]) -> tuple[BackendSettings, MemAgentCo
         backend=options.pop("backend"), base_url=options.pop("base_url"),
         model=options.pop("model"), api_key=options.pop("api_key"),
         context_window=options.pop("context_window"), tokenizer=options.pop("tokenizer_path"),
-        timeout=options.pop("timeout"), gguf=options.pop("gguf"), quant=options.pop("quant"),
+        timeout=options.pop("timeout"), max_retries=options.pop("retries"), gguf=options.pop("gguf"), quant=options.pop("quant"),
         n_ctx=options.pop("n_ctx"),
     )
     return settings, MemAgentConfig(**options)

@@ -26,6 +26,7 @@ class BackendSettings:
     api_key: str | None = None
     context_window: int | None = None
     timeout: float = 600.0
+    max_retries: int = 5
     max_concurrency: int = 8
     gguf: str | None = None
     quant: str | None = None
@@ -50,6 +51,7 @@ def make_backend(settings: BackendSettings) -> LLMBackend:
             model=settings.model,
             api_key=settings.api_key,
             timeout=settings.timeout,
+            max_retries=settings.max_retries,
             max_concurrency=settings.max_concurrency,
             context_window=settings.context_window,
         )

@@ -30,7 +30,7 @@ def word_cuts(text: str) -> Iterator[int]:
 
 
 def sentence_cuts(text: str) -> Iterator[int]:
-    """The word cuts that follow a sentence end (``.!?`` plus closing quotes) or hold a line break."""
+    """Word cuts after a sentence end (``.!?`` and closing quotes) or holding a line break."""
     for match in _GAP.finditer(text):
         start, gap = match.start(), match.group()
         if start > 0 and (not gap or "\n" in gap or _ends_sentence(text, start)):

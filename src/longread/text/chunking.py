@@ -8,8 +8,9 @@ when that piece does not fit and the chunk is not yet ``min_fill`` full.
 
 Every piece starts with the whitespace before it (paragraph separators included), because
 byte-level BPE tokenizers glue a leading space or newline to the next word: pieces cut that way
-usually count the same alone as inside the chunk. "Usually" is not "always", so each chunk is
-counted again as a whole before it is emitted, and trimmed if the merge of its pieces overshoots.
+usually count the same alone as inside the chunk. "Usually" is not "always", so whenever a piece
+seems not to fit, the chunk so far is counted again as a whole and that exact size decides; and
+if a chunk's exact size overshoots when it is emitted, its last pieces move to the next chunk.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def iter_chunks(
     Each chunk has ``tokenizer.count(chunk.text) == chunk.tokens <= max_tokens``, and a cut falls
     on a coarser boundary whenever the chunk is at least ``min_fill * max_tokens`` full there.
     """
+    if isinstance(paragraphs, str):
+        raise TypeError("iter_chunks takes a stream of paragraphs; use chunk_text for a str")
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
     if not 0.0 <= min_fill <= 1.0:
@@ -128,15 +131,28 @@ class _Packer:
         self.max_tokens = max_tokens
         self.full_enough = min_fill * max_tokens
         self.pieces: list[str] = []
-        self.counts: list[int] = []
+        self.counts: list[int] = []  # each piece counted alone
+        # The chunk's size: exact right after _recount(), else the last exact size plus the
+        # counts of the pieces added since.
+        self.total = 0
+        self.recounted = True
         self.index = 0
 
-    def feed(self, text: str, level: int, tokens: int | None = None) -> Iterator[Chunk]:
-        """Add ``text`` (a piece of ``level``), emitting every chunk it completes."""
-        tokens = self.tokenizer.count(text) if tokens is None else tokens
-        while sum(self.counts) + tokens > self.max_tokens:
+    def feed(self, text: str, level: int, boundary: int | None = None) -> Iterator[Chunk]:
+        """Add ``text``, a piece of ``level`` that follows a boundary of level ``boundary``
+        (default: ``level``), emitting every chunk it completes."""
+        boundary = level if boundary is None else boundary
+        tokens = self.tokenizer.count(text)
+        while self.total + tokens > self.max_tokens:
+            if not self.recounted:
+                # Pieces rarely count the same alone as together; decide on the exact size.
+                self._recount()
+                continue
             atomic = level == _CHARS and len(text) == 1
-            if self.pieces and (sum(self.counts) >= self.full_enough or atomic):
+            # Cutting early only pays at a real boundary: between two halves of a word there
+            # is nothing better to wait for, so halving goes on until the chunk is full.
+            early = boundary < _CHARS and self.total >= self.full_enough
+            if self.pieces and (early or atomic):
                 yield self._close()  # cut here; the retry sees an emptier chunk
                 continue
             if atomic:
@@ -147,38 +163,47 @@ class _Packer:
             parts = _split(text, level)
             level = min(level + 1, _CHARS)
             if len(parts) > 1:
-                for part in parts:
+                yield from self.feed(parts[0], level, boundary)
+                for part in parts[1:]:
                     yield from self.feed(part, level)
                 return
         self.pieces.append(text)
         self.counts.append(tokens)
+        self.total += tokens
+        self.recounted = False
 
     def finish(self) -> Iterator[Chunk]:
         """Emit what is left."""
         while self.pieces:
             yield self._close()
 
+    def _recount(self) -> None:
+        self.total = self.tokenizer.count("".join(self.pieces))
+        self.recounted = True
+
     def _close(self) -> Chunk:
-        """Emit the current chunk, counted exactly; pieces that make it overshoot move on to
-        the next chunk."""
+        """Emit the current chunk; if its exact size overshoots, its last pieces move on to the
+        next chunk."""
+        if not self.recounted:
+            self._recount()
         keep = len(self.pieces)
-        text = "".join(self.pieces)
-        tokens = self.tokenizer.count(text)
-        while tokens > self.max_tokens and keep > 1:
-            keep = self._keep_without(tokens - self.max_tokens, keep)
-            text = "".join(self.pieces[:keep])
-            tokens = self.tokenizer.count(text)
+        while self.total > self.max_tokens and keep > 1:
+            keep = self._keep_without(self.total - self.max_tokens, keep)
+            self.total = self.tokenizer.count("".join(self.pieces[:keep]))
         # One piece alone always fits: it was only accepted because its own count did.
-        assert tokens <= self.max_tokens, (tokens, self.max_tokens)
-        del self.pieces[:keep], self.counts[:keep]
+        assert self.total <= self.max_tokens, (self.total, self.max_tokens)
+        chunk = Chunk(self.index, "".join(self.pieces[:keep]), self.total)
         self.index += 1
-        return Chunk(self.index - 1, text, tokens)
+        del self.pieces[:keep], self.counts[:keep]
+        self.total = sum(self.counts)
+        self.recounted = not self.pieces
+        return chunk
 
     def _keep_without(self, overshoot: int, keep: int) -> int:
         """How many leading pieces to keep so that at least ``overshoot`` tokens (and at least
         one piece) move to the next chunk."""
         moved = 0
-        while keep > 1 and (moved < overshoot or moved == 0):
+        while keep > 1 and moved < overshoot:
             keep -= 1
             moved += self.counts[keep]
         return keep

@@ -127,9 +127,7 @@ def _decode(decoder: codecs.IncrementalDecoder, block: bytes, replaced: list[int
         _tally.counter = None
 
 
-def iter_paragraphs(
-    pieces: Iterable[str], max_chars: int = MAX_PARAGRAPH_CHARS
-) -> Iterator[str]:
+def iter_paragraphs(pieces: Iterable[str], max_chars: int = MAX_PARAGRAPH_CHARS) -> Iterator[str]:
     """Regroup a stream of text pieces into paragraphs, each ending with its blank-line separator.
 
     ``"".join(paragraphs) == "".join(pieces)`` exactly. A paragraph longer than ``max_chars`` is

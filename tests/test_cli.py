@@ -1,0 +1,153 @@
+"""The ``longread`` command line: exit codes, messages and output, against a real HTTP server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from longread import __version__
+from longread.cli import cli
+
+from .fake_openai_server import FakeOpenAIServer, Reply, completion_body, unused_port
+
+CHAT = "/v1/chat/completions"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as fake:
+        fake.always(CHAT, Reply(body=completion_body("noted \\boxed{7}")))
+        yield fake
+
+
+@pytest.fixture
+def document(tmp_path: Path) -> Path:
+    path = tmp_path / "doc.txt"
+    path.write_text("\n\n".join(f"Paragraph {i} says the value is {i}." for i in range(40)))
+    return path
+
+
+def invoke(*args: str, input: str | bytes | None = None):
+    return CliRunner().invoke(cli, list(args), input=input)
+
+
+def server_args(server: FakeOpenAIServer) -> list[str]:
+    return ["--base-url", f"{server.url}/v1", "--model", "m", "--retries", "0"]
+
+
+def test_ask_json_reports_answer_and_costs(server, document):
+    result = invoke("ask", str(document), "-q", "What is the value?", "--chunk-tokens", "60",
+                    "--json", *server_args(server))
+    assert result.exit_code == 0, result.stderr
+    out = json.loads(result.stdout)
+    chats = server.requests_to(CHAT)
+    updates = [r for r in chats if "<section>" in r.body["messages"][0]["content"]]
+    assert out["answer"] == "7"
+    assert out["calls"] == len(chats) == len(updates) + 1
+    assert len(updates) >= 3
+    assert out["prompt_tokens"] == 12 * len(chats)  # the server's usage, summed
+    assert out["completion_tokens"] == 3 * len(chats)
+    assert out["seconds"] >= 0
+
+
+def test_ask_prints_the_answer_and_writes_the_trace(server, document, tmp_path):
+    trace = tmp_path / "trace.json"
+    result = invoke("ask", str(document), "-q", "What is the value?", "--chunk-tokens", "60",
+                    "--trace", str(trace), *server_args(server))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == "7"
+    data = json.loads(trace.read_text())
+    kinds = [c["kind"] for c in data["conversations"]]
+    assert kinds[-1] == "final" and set(kinds[:-1]) == {"update"}
+    assert len(kinds) == len(server.requests_to(CHAT))
+    # The chunks, in order, are the whole document.
+    sections = [c["messages"][0]["content"].split("<section>\n")[1].split("\n</section>")[0]
+                for c in data["conversations"][:-1]]
+    assert "".join(sections) == document.read_text()
+
+
+def test_ask_reads_stdin(server):
+    result = invoke("ask", "-", "-q", "What is the value?", *server_args(server),
+                    input="The value is 7.\n")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == "7"
+    assert "The value is 7." in server.requests_to(CHAT)[0].body["messages"][0]["content"]
+
+
+def test_unreachable_server_exits_3_with_one_line(document):
+    url = f"http://127.0.0.1:{unused_port()}/v1"
+    result = invoke("ask", str(document), "-q", "q", "--base-url", url, "--retries", "0")
+    assert result.exit_code == 3
+    assert result.stderr.startswith("longread: error:")
+    assert url.removesuffix("/v1") in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_server_failing_after_retries_exits_3(document):
+    with FakeOpenAIServer() as fake:
+        fake.always(CHAT, Reply(503, {"error": {"message": "overloaded"}}))
+        result = invoke("ask", str(document), "-q", "q", *server_args(fake))
+    assert result.exit_code == 3
+    assert "503" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ask", "missing.txt", "-q", "q"], "does not exist"),
+        (["ask", ".", "-q", "q"], "is a directory"),
+        (["ask", "{doc}", "-q", "  "], "must not be empty"),
+        (["ask", "{doc}"], "--question"),
+        (["ask", "{doc}", "-q", "q", "--chunk-tokens", "0"], "chunk-tokens"),
+        (["ask", "{doc}", "-q", "q", "--temperature", "-1"], "temperature"),
+        (["ask", "{doc}", "-q", "q", "--agent", "nope"], "agent"),
+    ],
+)
+def test_usage_errors_exit_2(document, args, message):
+    result = invoke(*[a.replace("{doc}", str(document)) for a in args])
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_binary_file_is_refused(server, tmp_path):
+    path = tmp_path / "image.bin"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" * 10)
+    result = invoke("ask", str(path), "-q", "q", *server_args(server))
+    assert result.exit_code == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("longread: error:")]
+    assert len(errors) == 1 and "binary" in errors[0]
+    assert server.requests_to(CHAT) == []
+
+
+def test_empty_file_is_refused(server, tmp_path):
+    path = tmp_path / "empty.txt"
+    path.write_text("")
+    result = invoke("ask", str(path), "-q", "q", *server_args(server))
+    assert result.exit_code == 2
+    assert "empty" in result.stderr
+
+
+def test_non_utf8_bytes_are_replaced_with_a_warning(server, tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("Caf\xe9 value is 7.\n".encode("latin-1"))
+    result = invoke("ask", str(path), "-q", "q", *server_args(server))
+    assert result.exit_code == 0, result.stderr
+    assert "replaced" in result.stderr
+    assert "Caf\ufffd value is 7." in server.requests_to(CHAT)[0].body["messages"][0]["content"]
+
+
+def test_version_and_help_from_the_installed_command():
+    version = subprocess.run([sys.executable, "-m", "longread.cli", "--version"],
+                             capture_output=True, text=True, check=True)
+    assert __version__ in version.stdout
+    help_text = subprocess.run([sys.executable, "-m", "longread.cli", "ask", "--help"],
+                               capture_output=True, text=True, check=True).stdout
+    for flag in ("--question", "--agent", "--base-url", "--gguf", "--chunk-tokens",
+                 "--memory-tokens", "--json", "--trace", "--seed", "--temperature"):
+        assert flag in help_text
