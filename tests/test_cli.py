@@ -42,8 +42,16 @@ def server_args(server: FakeOpenAIServer) -> list[str]:
 
 
 def test_ask_json_reports_answer_and_costs(server, document):
-    result = invoke("ask", str(document), "-q", "What is the value?", "--chunk-tokens", "60",
-                    "--json", *server_args(server))
+    result = invoke(
+        "ask",
+        str(document),
+        "-q",
+        "What is the value?",
+        "--chunk-tokens",
+        "60",
+        "--json",
+        *server_args(server),
+    )
     assert result.exit_code == 0, result.stderr
     out = json.loads(result.stdout)
     chats = server.requests_to(CHAT)
@@ -58,8 +66,17 @@ def test_ask_json_reports_answer_and_costs(server, document):
 
 def test_ask_prints_the_answer_and_writes_the_trace(server, document, tmp_path):
     trace = tmp_path / "trace.json"
-    result = invoke("ask", str(document), "-q", "What is the value?", "--chunk-tokens", "60",
-                    "--trace", str(trace), *server_args(server))
+    result = invoke(
+        "ask",
+        str(document),
+        "-q",
+        "What is the value?",
+        "--chunk-tokens",
+        "60",
+        "--trace",
+        str(trace),
+        *server_args(server),
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == "7"
     data = json.loads(trace.read_text())
@@ -67,14 +84,17 @@ def test_ask_prints_the_answer_and_writes_the_trace(server, document, tmp_path):
     assert kinds[-1] == "final" and set(kinds[:-1]) == {"update"}
     assert len(kinds) == len(server.requests_to(CHAT))
     # The chunks, in order, are the whole document.
-    sections = [c["messages"][0]["content"].split("<section>\n")[1].split("\n</section>")[0]
-                for c in data["conversations"][:-1]]
+    sections = [
+        c["messages"][0]["content"].split("<section>\n")[1].split("\n</section>")[0]
+        for c in data["conversations"][:-1]
+    ]
     assert "".join(sections) == document.read_text()
 
 
 def test_ask_reads_stdin(server):
-    result = invoke("ask", "-", "-q", "What is the value?", *server_args(server),
-                    input="The value is 7.\n")
+    result = invoke(
+        "ask", "-", "-q", "What is the value?", *server_args(server), input="The value is 7.\n"
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == "7"
     assert "The value is 7." in server.requests_to(CHAT)[0].body["messages"][0]["content"]
@@ -143,11 +163,29 @@ def test_non_utf8_bytes_are_replaced_with_a_warning(server, tmp_path):
 
 
 def test_version_and_help_from_the_installed_command():
-    version = subprocess.run([sys.executable, "-m", "longread.cli", "--version"],
-                             capture_output=True, text=True, check=True)
+    version = subprocess.run(
+        [sys.executable, "-m", "longread.cli", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert __version__ in version.stdout
-    help_text = subprocess.run([sys.executable, "-m", "longread.cli", "ask", "--help"],
-                               capture_output=True, text=True, check=True).stdout
-    for flag in ("--question", "--agent", "--base-url", "--gguf", "--chunk-tokens",
-                 "--memory-tokens", "--json", "--trace", "--seed", "--temperature"):
+    help_text = subprocess.run(
+        [sys.executable, "-m", "longread.cli", "ask", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for flag in (
+        "--question",
+        "--agent",
+        "--base-url",
+        "--gguf",
+        "--chunk-tokens",
+        "--memory-tokens",
+        "--json",
+        "--trace",
+        "--seed",
+        "--temperature",
+    ):
         assert flag in help_text

@@ -81,14 +81,20 @@ async def test_string_document_is_chunked_with_the_tokenizer():
     updates = run.conversations[:-1]
     assert len(updates) == 3
     assert all(c.chunk_tokens <= 100 for c in updates)
-    assert "".join(r[0][0]["content"].split("<section>\n")[1].split("\n</section>")[0]
-                   for r in backend.requests[:-1]) == document
+    assert (
+        "".join(
+            r[0][0]["content"].split("<section>\n")[1].split("\n</section>")[0]
+            for r in backend.requests[:-1]
+        )
+        == document
+    )
 
 
 async def test_small_window_shrinks_chunks_and_says_so():
     document = " ".join(f"w{i}" for i in range(3000))
-    plan = agent_for(ScriptedBackend([], context_window=2048), memory_tokens=256,
-                     final_tokens=64).plan("q")
+    plan = agent_for(
+        ScriptedBackend([], context_window=2048), memory_tokens=256, final_tokens=64
+    ).plan("q")
     assert plan.shrunk and plan.chunk_tokens < 5000
     expected_chunks = -(-3000 // plan.chunk_tokens)
     backend = ScriptedBackend(["m"] * expected_chunks + ["\\boxed{x}"], context_window=2048)
@@ -150,6 +156,8 @@ async def test_trace_round_trips_through_json(tmp_path):
 async def test_progress_callback_sees_every_call_with_expected_total():
     seen = []
     backend = ScriptedBackend(["m", "m", "\\boxed{x}"])
-    agent = MemAgent(backend, WordTokenizer(), progress=lambda c, total: seen.append((c.kind, total)))
+    agent = MemAgent(
+        backend, WordTokenizer(), progress=lambda c, total: seen.append((c.kind, total))
+    )
     await agent.run("q", chunks("a", "b"))
     assert seen == [("update", 3), ("update", 3), ("final", 3)]

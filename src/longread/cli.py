@@ -13,7 +13,7 @@ import click
 
 from . import __version__
 from .agents.memagent import MemAgent, MemAgentConfig
-from .errors import LongreadError, UsageError
+from .errors import LongreadError
 from .llm.factory import BackendSettings, make_backend, make_tokenizer
 from .progress import RunProgress
 from .text import achunk_file
@@ -49,29 +49,61 @@ def _log_to_stderr(level: int) -> None:
 def backend_options(func: Any) -> Any:
     """Flags shared by every command that talks to a model."""
     options = [
-        click.option("--backend", type=click.Choice(["auto", "llamacpp", "openai"]),
-                     default="auto", show_default=True,
-                     help="auto: an OpenAI-compatible server when --base-url or OPENAI_BASE_URL "
-                          "is set, else the embedded model."),
-        click.option("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 "
-                                        "(default: $OPENAI_BASE_URL)."),
+        click.option(
+            "--backend",
+            type=click.Choice(["auto", "llamacpp", "openai"]),
+            default="auto",
+            show_default=True,
+            help="auto: an OpenAI-compatible server when --base-url or OPENAI_BASE_URL "
+            "is set, else the embedded model.",
+        ),
+        click.option(
+            "--base-url",
+            help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 "
+            "(default: $OPENAI_BASE_URL).",
+        ),
         click.option("--model", help="Model name on the server (default: the server's first)."),
         click.option("--api-key", help="API key (default: $OPENAI_API_KEY)."),
-        click.option("--context-window", type=click.IntRange(min=256),
-                     help="Server's context window in tokens, when it does not report one."),
-        click.option("--tokenizer", "tokenizer_path",
-                     help="tokenizer.json or model folder for exact token counts on a server."),
-        click.option("--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True,
-                     help="Seconds to wait for one server reply."),
-        click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True,
-                     help="Retries (exponential backoff) on 429, 5xx, timeouts, lost connections."),
-        click.option("--gguf", type=click.Path(dir_okay=False),
-                     help="GGUF model for the embedded backend (default: bundled SmolLM2-135M)."),
-        click.option("--quant", type=click.Choice(["q8_0", "q4_0", "f16", "original"]),
-                     help="Convert the GGUF once to this type for speed (bundled model: q8_0); "
-                          "'original' loads it as shipped."),
-        click.option("--n-ctx", type=click.IntRange(min=256),
-                     help="Embedded model's context window [default: 8192]."),
+        click.option(
+            "--context-window",
+            type=click.IntRange(min=256),
+            help="Server's context window in tokens, when it does not report one.",
+        ),
+        click.option(
+            "--tokenizer",
+            "tokenizer_path",
+            help="tokenizer.json or model folder for exact token counts on a server.",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=1),
+            default=600.0,
+            show_default=True,
+            help="Seconds to wait for one server reply.",
+        ),
+        click.option(
+            "--retries",
+            type=click.IntRange(min=0),
+            default=5,
+            show_default=True,
+            help="Retries (exponential backoff) on 429, 5xx, timeouts, lost connections.",
+        ),
+        click.option(
+            "--gguf",
+            type=click.Path(dir_okay=False),
+            help="GGUF model for the embedded backend (default: bundled SmolLM2-135M).",
+        ),
+        click.option(
+            "--quant",
+            type=click.Choice(["q8_0", "q4_0", "f16", "original"]),
+            help="Convert the GGUF once to this type for speed (bundled model: q8_0); "
+            "'original' loads it as shipped.",
+        ),
+        click.option(
+            "--n-ctx",
+            type=click.IntRange(min=256),
+            help="Embedded model's context window [default: 8192].",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -81,26 +113,53 @@ def backend_options(func: Any) -> Any:
 @cli.command()
 @click.argument("file")
 @click.option("-q", "--question", required=True, help="The question to answer.")
-@click.option("--agent", type=click.Choice(AGENTS), default="memagent", show_default=True,
-              help="How to read the document.")
+@click.option(
+    "--agent",
+    type=click.Choice(AGENTS),
+    default="memagent",
+    show_default=True,
+    help="How to read the document.",
+)
 @backend_options
-@click.option("--chunk-tokens", type=click.IntRange(min=1), default=5000, show_default=True,
-              help="Largest chunk read per call (shrunk to fit the window).")
-@click.option("--memory-tokens", type=click.IntRange(min=1), default=1024, show_default=True,
-              help="Memory cap: new tokens per memory rewrite.")
-@click.option("--final-tokens", type=click.IntRange(min=1), default=1024, show_default=True,
-              help="New tokens allowed for the final answer.")
+@click.option(
+    "--chunk-tokens",
+    type=click.IntRange(min=1),
+    default=5000,
+    show_default=True,
+    help="Largest chunk read per call (shrunk to fit the window).",
+)
+@click.option(
+    "--memory-tokens",
+    type=click.IntRange(min=1),
+    default=1024,
+    show_default=True,
+    help="Memory cap: new tokens per memory rewrite.",
+)
+@click.option(
+    "--final-tokens",
+    type=click.IntRange(min=1),
+    default=1024,
+    show_default=True,
+    help="New tokens allowed for the final answer.",
+)
 @click.option("--temperature", type=click.FloatRange(0, 2), default=0.0, show_default=True)
-@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0,
-              show_default=True)
+@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True)
 @click.option("--seed", type=int, help="Sampling seed, for reproducible sampled runs.")
-@click.option("--prompt-dir", type=click.Path(file_okay=False, exists=True),
-              help="Folder with your own memagent_update.txt / memagent_final.txt.")
+@click.option(
+    "--prompt-dir",
+    type=click.Path(file_okay=False, exists=True),
+    help="Folder with your own memagent_update.txt / memagent_final.txt.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
-@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
-              help="Write the full trace (every conversation) as JSON here.")
-def ask(file: str, question: str, agent: str, as_json: bool, trace_path: str | None,
-        **options: Any) -> None:
+@click.option(
+    "--trace",
+    "trace_path",
+    type=click.Path(dir_okay=False),
+    help="Write the full trace (every conversation) as JSON here.",
+)
+def ask(
+    file: str, question: str, agent: str, as_json: bool, trace_path: str | None, **options: Any
+) -> None:
     """Answer QUESTION about FILE ('-' reads standard input)."""
     if not question.strip():
         raise click.BadParameter("must not be empty", param_hint="'--question'")
@@ -116,10 +175,16 @@ def ask(file: str, question: str, agent: str, as_json: bool, trace_path: str | N
 
 def _split_options(options: dict[str, Any]) -> tuple[BackendSettings, MemAgentConfig]:
     settings = BackendSettings(
-        backend=options.pop("backend"), base_url=options.pop("base_url"),
-        model=options.pop("model"), api_key=options.pop("api_key"),
-        context_window=options.pop("context_window"), tokenizer=options.pop("tokenizer_path"),
-        timeout=options.pop("timeout"), max_retries=options.pop("retries"), gguf=options.pop("gguf"), quant=options.pop("quant"),
+        backend=options.pop("backend"),
+        base_url=options.pop("base_url"),
+        model=options.pop("model"),
+        api_key=options.pop("api_key"),
+        context_window=options.pop("context_window"),
+        tokenizer=options.pop("tokenizer_path"),
+        timeout=options.pop("timeout"),
+        max_retries=options.pop("retries"),
+        gguf=options.pop("gguf"),
+        quant=options.pop("quant"),
         n_ctx=options.pop("n_ctx"),
     )
     return settings, MemAgentConfig(**options)

@@ -56,7 +56,9 @@ class MemAgentConfig:
         )
 
 
-def update_messages(question: str, memory: str, chunk: str, prompt_dir: str | None) -> list[Message]:
+def update_messages(
+    question: str, memory: str, chunk: str, prompt_dir: str | None
+) -> list[Message]:
     """The memory-rewrite conversation: problem, memory, section, instruction."""
     text = render("memagent_update", prompt_dir, question=question, memory=memory, chunk=chunk)
     return [{"role": "user", "content": text}]
@@ -172,7 +174,11 @@ class MemAgent:
 
 
 async def read_with_memory(
-    ctx: CallContext, config: MemAgentConfig, question: str, chunks: list[Chunk], first_step: int = 0
+    ctx: CallContext,
+    config: MemAgentConfig,
+    question: str,
+    chunks: list[Chunk],
+    first_step: int = 0,
 ) -> tuple[str, list[Conversation]]:
     """The MemAgent pass: fold every chunk into the memory, in order. Returns the memory and
     the update conversations."""

@@ -104,7 +104,9 @@ class LlamaCppBackend:
             )
         except ValueError as exc:
             if "exceed context window" in str(exc):
-                raise BudgetError(f"prompt does not fit the {self._n_ctx}-token window: {exc}")
+                raise BudgetError(
+                    f"prompt does not fit the {self._n_ctx}-token window: {exc}"
+                ) from exc
             raise BackendError(f"llama.cpp failed: {exc}") from exc
         seconds = time.perf_counter() - start
         choice = response["choices"][0]
