@@ -4,7 +4,7 @@ import pytest
 
 from longread.agents.memagent import NO_MEMORY, MemAgent, MemAgentConfig
 from longread.errors import BackendError, BudgetError, UsageError
-from longread.text.chunking import Chunk
+from longread.text.chunking import Chunk, chunk_text
 from longread.trace import MEMORY_TRUNCATED, NO_BOXED_ANSWER, Run
 
 from .scripted import ScriptedBackend, WordTokenizer
@@ -79,15 +79,11 @@ async def test_string_document_is_chunked_with_the_tokenizer():
     backend = ScriptedBackend(["m"] * 3 + ["\\boxed{x}"])
     run = await agent_for(backend, chunk_tokens=100).run("q", document)
     updates = run.conversations[:-1]
-    assert len(updates) == 3
-    assert all(c.chunk_tokens <= 100 for c in updates)
-    assert (
-        "".join(
-            r[0][0]["content"].split("<section>\n")[1].split("\n</section>")[0]
-            for r in backend.requests[:-1]
-        )
-        == document
-    )
+    assert [c.chunk_tokens for c in updates] == [100, 100, 50]
+    expected = chunk_text(document, WordTokenizer(), 100)
+    assert "".join(c.text for c in expected) == document
+    for conversation, chunk in zip(updates, expected, strict=True):
+        assert chunk.text in conversation.messages[0]["content"]
 
 
 async def test_small_window_shrinks_chunks_and_says_so():

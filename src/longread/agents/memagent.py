@@ -110,12 +110,11 @@ def plan_memagent_chunk(
 ) -> ChunkPlan:
     """Chunk size for this question so that every update call, and the final call, fit."""
     memory_room = config.memory_tokens
-    template = tokenizer.count(update_messages("", "", "", config.prompt_dir)[0]["content"])
-    question_tokens = tokenizer.count(question) * 2  # the update prompt repeats the question
+    empty_update = update_messages(question, "", "", config.prompt_dir)[0]["content"]
     plan = plan_chunk(
         window=window,
         requested=config.chunk_tokens,
-        prompt_tokens_without_chunk=template + question_tokens + memory_room,
+        prompt_tokens_without_chunk=tokenizer.count(empty_update) + memory_room,
         max_new_tokens=config.memory_tokens,
     )
     final_prompt = tokenizer.count(final_messages(question, "", config.prompt_dir)[0]["content"])
