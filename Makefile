@@ -20,7 +20,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: install
-	$(BIN)/longread ask examples/needle.txt --chunk-tokens 1000 --question "$(DEMO_QUESTION)"
+	$(BIN)/longread ask examples/needle.txt --chunk-tokens 1000 --memory-tokens 256 \
+		--question "$(DEMO_QUESTION)"
 
 lint: install
 	$(BIN)/ruff check src tests bench

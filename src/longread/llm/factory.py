@@ -73,7 +73,7 @@ async def make_tokenizer(backend: LLMBackend, settings: BackendSettings) -> Toke
     from .llamacpp import LlamaCppBackend
 
     if isinstance(backend, LlamaCppBackend):
-        return tokenizers.LlamaCppTokenizer.from_gguf(backend.model_path)
+        return tokenizers.LlamaCppTokenizer(backend.llama)  # reuse the loaded model
     from .openai import OpenAIBackend
 
     if isinstance(backend, OpenAIBackend):

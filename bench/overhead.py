@@ -1,0 +1,89 @@
+"""longread's overhead on the embedded model: prefill and decode tokens/s through
+``LlamaCppBackend`` versus llama-cpp-python called directly on the same prompts and file.
+
+    .venv/bin/python bench/overhead.py [--prompt-tokens 1024] [--decode-tokens 128] [--repeats 3]
+
+Each repeat uses a fresh prompt (a different leading number) so neither path gets llama.cpp's
+prefix cache. Prefill: prompt tokens / seconds of a 1-token completion. Decode: completion
+tokens / (seconds - the same prompt's prefill seconds) over a long generation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+from longread.llm.base import SamplingParams
+from longread.llm.llamacpp import LlamaCppBackend
+
+FILLER = (
+    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
+)
+
+
+def prompt(llama, tokens: int, salt: int) -> list[dict]:
+    """A user message of about ``tokens`` tokens, different for every ``salt``."""
+    per = len(llama.tokenize(FILLER.encode(), add_bos=False))
+    text = f"Run {salt}. " + FILLER * max(1, tokens // per)
+    return [{"role": "user", "content": text + "\nNow write a long story about the sky."}]
+
+
+def direct(llama, messages, max_tokens: int) -> tuple[int, int, float]:
+    start = time.perf_counter()
+    out = llama.create_chat_completion(messages=messages, max_tokens=max_tokens, temperature=0.0)
+    usage = out["usage"]
+    return usage["prompt_tokens"], usage["completion_tokens"], time.perf_counter() - start
+
+
+async def via_longread(backend, messages, max_tokens: int) -> tuple[int, int, float]:
+    start = time.perf_counter()
+    completion = await backend.chat(messages, SamplingParams(max_tokens=max_tokens))
+    return completion.prompt_tokens, completion.completion_tokens, time.perf_counter() - start
+
+
+async def measure(args) -> dict[str, dict[str, float]]:
+    backend = LlamaCppBackend(quant=args.quant)
+    llama = backend.llama  # the very same loaded model serves both paths
+
+    async def call(path: str, messages, max_tokens: int) -> tuple[int, int, float]:
+        llama.reset()  # forget the KV cache: every call prefills its whole prompt
+        if path == "direct":
+            return direct(llama, messages, max_tokens)
+        return await via_longread(backend, messages, max_tokens)
+
+    rates: dict[str, dict[str, list[float]]] = {}
+    for salt in range(args.repeats):
+        for path in ("direct", "longread"):
+            messages = prompt(llama, args.prompt_tokens, salt * 2 + (path == "direct"))
+            prompt_tokens, _, prefill_seconds = await call(path, messages, 1)
+            _, completion_tokens, seconds = await call(path, messages, args.decode_tokens)
+            decode_seconds = max(seconds - prefill_seconds, 1e-9)
+            rate = rates.setdefault(path, {"prefill": [], "decode": []})
+            rate["prefill"].append(prompt_tokens / prefill_seconds)
+            rate["decode"].append((completion_tokens - 1) / decode_seconds)
+    await backend.aclose()
+    return {p: {k: statistics.median(v) for k, v in r.items()} for p, r in rates.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompt-tokens", type=int, default=1024)
+    parser.add_argument("--decode-tokens", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quant", default=None, help="q8_0 (default), q4_0, f16 or original")
+    args = parser.parse_args()
+    result = asyncio.run(measure(args))
+    print(f"{'path':<10} {'prefill tok/s':>14} {'decode tok/s':>13}")
+    for path, r in result.items():
+        print(f"{path:<10} {r['prefill']:>14.1f} {r['decode']:>13.1f}")
+    d, w = result["direct"], result["longread"]
+    print(
+        f"longread/direct: prefill {w['prefill'] / d['prefill']:.3f}, "
+        f"decode {w['decode'] / d['decode']:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
