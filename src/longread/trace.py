@@ -17,6 +17,7 @@ from .llm.base import Completion, Message
 MEMORY_TRUNCATED = "memory_truncated"  # memory reply hit the token cap and was cut
 NO_BOXED_ANSWER = "no_boxed_answer"  # final reply had no \boxed{...}
 ANSWER_TRUNCATED = "answer_truncated"  # final reply hit the token cap
+FORMAT_ERROR = "format_error"  # a required tag was missing or malformed; a fallback was used
 
 
 @dataclass
@@ -36,6 +37,17 @@ class Conversation:
     memory: str | None = None  # the memory this call produced (update calls)
     answer: str | None = None  # the extracted answer (final calls)
     flags: list[str] = field(default_factory=list)
+    # Where the call sits in a run's tree (MemReread: "root", "decide-1", "reread-1", ...).
+    phase: str = ""
+    # ReMemR1: the query the model asked to recall, and what it brought back.
+    recall_query: str | None = None
+    recalled_memory: str | None = None
+    recalled_step: int | None = None
+    # MemReread: the sub-question this call works on.
+    sub_question: str | None = None
+    # Baselines: tokens cut from a too-long document (full), chunks retrieved (rag).
+    truncated_tokens: int | None = None
+    retrieved_chunks: list[int] | None = None
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ..errors import BudgetError, UsageError
-from ..llm.base import LLMBackend, Message, SamplingParams
+from ..llm.base import Completion, LLMBackend, Message, SamplingParams, check_prompt_truncation
 from ..text.chunking import Chunk, chunk_text
 from ..text.tokenizer import Tokenizer
 from ..trace import Conversation, Run
@@ -50,24 +50,19 @@ class CallContext:
         """Send one conversation and record it. Backend failures propagate (never an empty
         answer): a run either completes or fails loudly."""
         completion = await self.backend.chat(messages, params)
-        _check_not_truncated(self, messages, completion.prompt_tokens)
+        _check_not_truncated(self, messages, completion)
         conversation = Conversation.from_completion(kind, step, messages, completion, **extra)
         if self.progress is not None:
             self.progress(conversation, self.expected_calls)
         return conversation
 
 
-def _check_not_truncated(ctx: CallContext, messages: list[Message], reported: int) -> None:
-    """Catch servers that silently cut prompts (Ollama does): compare reported prompt tokens
-    with what our tokenizer counts. Approximate tokenizers are skipped."""
-    if reported <= 0 or not getattr(ctx.tokenizer, "exact", True):
-        return
-    expected = sum(ctx.count(m["content"]) for m in messages)
-    if reported < expected * 0.85:
-        raise BudgetError(
-            f"the server reported {reported} prompt tokens but the prompt has about {expected}: "
-            "it was probably truncated silently; raise the server's context size"
-        )
+def _check_not_truncated(ctx: CallContext, messages: list[Message], completion: Completion) -> None:
+    """Catch servers that silently cut prompts: compare the reported prompt tokens with our
+    count. An approximate tokenizer cannot tell, so it is not asked."""
+    if getattr(ctx.tokenizer, "exact", True):
+        expected = sum(ctx.count(m["content"]) for m in messages)
+        check_prompt_truncation(completion, expected)
 
 
 def require_question(question: str) -> str:

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypedDict, runtime_checkable
 
+from ..errors import BackendError
+
 
 class Message(TypedDict):
     """One chat message, OpenAI style."""
@@ -87,3 +89,22 @@ class Usage:
         self.seconds += completion.seconds
         reason = completion.finish_reason
         self.finish_reasons[reason] = self.finish_reasons.get(reason, 0) + 1
+
+
+def check_prompt_truncation(
+    completion: Completion, expected_tokens: int, tolerance: float = 0.15
+) -> None:
+    """Raise ``BackendError`` if the server read far fewer prompt tokens than we sent.
+
+    Some servers (Ollama above all) cut an over-long prompt to their context size without
+    saying so, and the agent would then answer from a document it never saw. ``expected_tokens``
+    is our own estimate of the prompt, so ``tolerance`` absorbs tokenizer differences. A
+    server that reports no usage (0 tokens) is not accused of anything.
+    """
+    reported = completion.prompt_tokens
+    if 0 < reported < expected_tokens * (1 - tolerance):
+        raise BackendError(
+            f"server reported {reported} prompt tokens but the prompt has about "
+            f"{expected_tokens}: it was probably truncated silently (Ollama does this); "
+            "raise the server's context size (num_ctx)"
+        )

@@ -27,8 +27,8 @@ from tenacity import (
     wait_random,
 )
 
-from longread.errors import BackendError, UsageError
-from longread.llm.base import Completion, Message, SamplingParams
+from ..errors import BackendError, UsageError
+from .base import Completion, Message, SamplingParams, check_prompt_truncation
 
 __all__ = ["OpenAIBackend", "check_prompt_truncation"]
 
@@ -53,25 +53,6 @@ class _TransientError(Exception):
 async def _sleep(seconds: float) -> None:
     # Module-level so tests can record backoff waits instead of sleeping through them.
     await asyncio.sleep(seconds)
-
-
-def check_prompt_truncation(
-    completion: Completion, expected_tokens: int, tolerance: float = 0.15
-) -> None:
-    """Raise ``BackendError`` if the server read far fewer prompt tokens than we sent.
-
-    Some servers (Ollama above all) cut an over-long prompt to their context size without
-    saying so, and the agent would then answer from a document it never saw. ``expected_tokens``
-    is our own estimate of the prompt, so ``tolerance`` absorbs tokenizer differences. A
-    server that reports no usage (0 tokens) is not accused of anything.
-    """
-    reported = completion.prompt_tokens
-    if 0 < reported < expected_tokens * (1 - tolerance):
-        raise BackendError(
-            f"server reported {reported} prompt tokens but the prompt has about "
-            f"{expected_tokens}: it was probably truncated silently (Ollama does this); "
-            "raise the server's context size (num_ctx)"
-        )
 
 
 class OpenAIBackend:
