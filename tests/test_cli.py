@@ -100,6 +100,28 @@ def test_ask_reads_stdin(server):
     assert "The value is 7." in server.requests_to(CHAT)[0].body["messages"][0]["content"]
 
 
+def test_extra_body_fields_reach_the_server(server):
+    result = invoke(
+        "ask",
+        "-",
+        "-q",
+        "q",
+        *server_args(server),
+        "--extra-body",
+        '{"repeat_penalty": 1.0, "top_k": 5}',
+        input="text\n",
+    )
+    assert result.exit_code == 0, result.stderr
+    body = server.requests_to(CHAT)[0].body
+    assert body["repeat_penalty"] == 1.0 and body["top_k"] == 5
+
+
+@pytest.mark.parametrize("bad", ["{not json", "[1, 2]"])
+def test_extra_body_must_be_a_json_object(document, bad):
+    result = invoke("ask", str(document), "-q", "q", "--extra-body", bad)
+    assert result.exit_code == 2 and "--extra-body" in result.stderr
+
+
 def test_unreachable_server_exits_3_with_one_line(document):
     url = f"http://127.0.0.1:{unused_port()}/v1"
     result = invoke("ask", str(document), "-q", "q", "--base-url", url, "--retries", "0")

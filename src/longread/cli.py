@@ -46,6 +46,18 @@ def _log_to_stderr(level: int) -> None:
     logger.propagate = False
 
 
+def _parse_json_object(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise click.BadParameter("must be a JSON object")
+    return parsed
+
+
 def backend_options(func: Any) -> Any:
     """Flags shared by every command that talks to a model."""
     options = [
@@ -80,6 +92,11 @@ def backend_options(func: Any) -> Any:
             default=600.0,
             show_default=True,
             help="Seconds to wait for one server reply.",
+        ),
+        click.option(
+            "--extra-body",
+            callback=_parse_json_object,
+            help="Extra JSON fields for every chat request, e.g. '{\"top_k\": 20}'.",
         ),
         click.option(
             "--retries",
@@ -183,6 +200,7 @@ def _split_options(options: dict[str, Any]) -> tuple[BackendSettings, MemAgentCo
         tokenizer=options.pop("tokenizer_path"),
         timeout=options.pop("timeout"),
         max_retries=options.pop("retries"),
+        extra_body=options.pop("extra_body"),
         gguf=options.pop("gguf"),
         quant=options.pop("quant"),
         n_ctx=options.pop("n_ctx"),

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import UsageError
 from ..text.tokenizer import Tokenizer
@@ -28,6 +29,7 @@ class BackendSettings:
     timeout: float = 600.0
     max_retries: int = 5
     max_concurrency: int = 8
+    extra_body: dict[str, Any] | None = None  # extra JSON fields for every chat request
     gguf: str | None = None
     quant: str | None = None
     n_ctx: int | None = None
@@ -54,6 +56,7 @@ def make_backend(settings: BackendSettings) -> LLMBackend:
             max_retries=settings.max_retries,
             max_concurrency=settings.max_concurrency,
             context_window=settings.context_window,
+            extra_body=settings.extra_body,
         )
     from .gguf import SMOLLM2_CONTEXT
     from .llamacpp import LlamaCppBackend

@@ -78,6 +78,7 @@ class OpenAIBackend:
         max_concurrency: int = 8,
         context_window: int | None = None,
         backoff_base: float = 1.0,
+        extra_body: dict[str, Any] | None = None,
     ) -> None:
         url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not url:
@@ -90,6 +91,8 @@ class OpenAIBackend:
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self._context_window = context_window
+        # Server-specific sampling fields (vLLM's top_k, llama.cpp's repeat_penalty, ...).
+        self.extra_body = dict(extra_body or {})
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout))
@@ -111,7 +114,7 @@ class OpenAIBackend:
         assert self.model is not None  # discover() raises rather than leave it unset
         url = self._url("/chat/completions")
         response, seconds = await self._send(
-            "POST", url, _request_body(self.model, messages, params)
+            "POST", url, {**_request_body(self.model, messages, params), **self.extra_body}
         )
         if response.status_code != 200:
             raise await self._status_error(url, response)

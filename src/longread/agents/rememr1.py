@@ -1,0 +1,395 @@
+"""ReMemR1: a memory agent that can look back, recalling memories it wrote earlier.
+
+ALGORITHMS.md section 2 ("Look Back to Reason Forward"). Each step's prompt holds the problem,
+the recalled memory, the current memory and one section; the model replies with its reasoning,
+one ``<update>new memory</update>`` and optionally one ``<recall>query</recall>``. The query is
+matched against the history of earlier memories, and the best match fills the recalled slot of
+the next step (or of the final call). N chunks cost N + 1 calls.
+
+The fixes over the reference, each covered by tests:
+
+- only the ``<update>`` body is carried forward (the reference carried the whole reply, so its
+  reasoning piled up in the memory);
+- the history is an ordered list with step ids, and a step retrieves *before* its own new memory
+  is added, the same in evaluation and in RL, because ``rememr1_step`` is the only
+  implementation of a step;
+- a similarity threshold (nothing recalled when nothing matches) and top-k;
+- tags are parsed case-insensitively across lines; a missing or malformed tag is flagged
+  ``FORMAT_ERROR`` and the step falls back instead of failing.
+
+History semantics: an entry is the memory a step's ``<update>`` wrote, labelled with that step.
+The initial ``NO_MEMORY`` placeholder is never in it (it holds no evidence, and its words could
+match a query), nor is a memory kept by the fallback (it is already there, or is the
+placeholder). At step t the query searches the memories of steps before t; the memory of step
+t - 1 may be found, but never step t's own, which the next prompt shows as its current memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from ..errors import UsageError
+from ..llm.base import LLMBackend, Message, SamplingParams
+from ..text.chunking import Chunk
+from ..text.tokenizer import Tokenizer
+from ..trace import (
+    ANSWER_TRUNCATED,
+    FORMAT_ERROR,
+    MEMORY_TRUNCATED,
+    NO_BOXED_ANSWER,
+    Conversation,
+    Run,
+)
+from .answer import extract_boxed, strip_think
+from .base import CallContext, Document, ProgressCallback, prepare_chunks, require_question
+from .budget import ChunkPlan, check_fits, plan_chunk
+from .memagent import NO_MEMORY, run_notes
+from .prompts import render
+from .recall import DEFAULT_THRESHOLD, MemoryHistory, RecallHit, TfidfHistory
+
+# What the recalled slot shows when nothing was recalled.
+NO_RECALL = "None"
+# Room per recalled memory for its "[step N]" label and separator, on any tokenizer.
+_RECALL_LABEL_TOKENS = 16
+
+
+@dataclass
+class ReMemR1Config:
+    """ReMemR1 settings. Budgets are the reference's (chunk 5000, step output 2048, final 2048);
+    with those, a step needs a window of about 12K tokens, and the chunk shrinks on smaller
+    windows. The reference evaluates sampling at temperature 0.7, top-p 0.95; the default here
+    is greedy, for reproducible runs."""
+
+    chunk_tokens: int = 5000  # largest chunk; shrunk automatically to fit the window
+    # Max new tokens of each step: reasoning, <update> and <recall> together. The carried
+    # memory is part of that output, so this also caps the memory.
+    memory_tokens: int = 2048
+    final_tokens: int = 2048  # max new tokens of the final answer
+    recall_top_k: int = 1  # memories a recall brings back (the reference: 1)
+    recall_threshold: float = DEFAULT_THRESHOLD  # TF-IDF cosine below which nothing is recalled
+    temperature: float = 0.0  # greedy by default; the reference samples at 0.7 in evaluation
+    top_p: float = 1.0  # the reference uses 0.95
+    seed: int | None = None
+    prompt_dir: str | None = None  # folder overriding rememr1_step.txt / rememr1_final.txt
+
+    def __post_init__(self) -> None:
+        for name in ("chunk_tokens", "memory_tokens", "final_tokens"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"{name} must be a positive number of tokens")
+        if self.recall_top_k < 1:
+            raise UsageError("recall_top_k must be at least 1")
+        if not 0.0 <= self.recall_threshold <= 1.0:
+            raise UsageError("recall_threshold must be a cosine between 0 and 1")
+        if not 0.0 <= self.temperature <= 2.0:
+            raise UsageError("temperature must be between 0 and 2")
+        if not 0.0 < self.top_p <= 1.0:
+            raise UsageError("top_p must be in (0, 1]")
+
+    def params(self, max_tokens: int) -> SamplingParams:
+        return SamplingParams(
+            max_tokens=max_tokens, temperature=self.temperature, top_p=self.top_p, seed=self.seed
+        )
+
+
+# --- prompts -------------------------------------------------------------------------------
+
+
+def step_messages(
+    question: str, recalled: str, memory: str, chunk: str, prompt_dir: str | None
+) -> list[Message]:
+    """One step's conversation: problem, recalled memory, current memory, section."""
+    text = render(
+        "rememr1_step",
+        prompt_dir,
+        question=question,
+        recalled=recalled or NO_RECALL,
+        memory=memory,
+        chunk=chunk,
+    )
+    return [{"role": "user", "content": text}]
+
+
+def final_messages(
+    question: str, recalled: str, memory: str, prompt_dir: str | None
+) -> list[Message]:
+    """The answer conversation: problem, recalled memory and memory; answer in \\boxed{}."""
+    text = render(
+        "rememr1_final",
+        prompt_dir,
+        question=question,
+        recalled=recalled or NO_RECALL,
+        memory=memory,
+    )
+    return [{"role": "user", "content": text}]
+
+
+def format_recalled(hits: list[RecallHit]) -> str:
+    """The recalled slot's text: each hit labelled with its step, best first."""
+    return "\n\n".join(f"[step {hit.step}] {hit.memory}" for hit in hits)
+
+
+# --- reading the model's tags --------------------------------------------------------------
+
+
+def _tag(name: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """(complete ``<name>...</name>`` blocks, opening tags), lenient on case, spaces, newlines."""
+    opening = rf"<\s*{name}\s*>"
+    block = re.compile(rf"{opening}(.*?)<\s*/\s*{name}\s*>", re.DOTALL | re.IGNORECASE)
+    return block, re.compile(opening, re.IGNORECASE)
+
+
+_UPDATE, _UPDATE_OPEN = _tag("update")
+_RECALL, _RECALL_OPEN = _tag("recall")
+_STRAY_TAG = re.compile(r"<\s*/?\s*(?:update|recall)\s*>", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class StepReply:
+    """What a step reply says, read leniently, and what was wrong with its format."""
+
+    update: str | None  # the last non-empty complete <update> body; None when there is none
+    recall: str | None  # the last non-empty complete <recall> query; None when there is none
+    problems: tuple[str, ...]  # empty when the reply follows the format exactly
+
+    @property
+    def well_formed(self) -> bool:
+        return not self.problems
+
+
+def parse_step_reply(text: str) -> StepReply:
+    """Read ``<update>`` and ``<recall>`` from a reply (``<think>`` already stripped).
+
+    Well formed means exactly one non-empty, closed ``<update>`` and at most one closed
+    ``<recall>`` (the format term of the RLMLR reward). Anything else is listed in ``problems``,
+    and the last usable tag of each kind is still returned.
+    """
+    updates = [_clean(body) for body in _UPDATE.findall(text)]
+    recalls = [body.strip() for body in _RECALL.findall(text)]
+    problems = []
+    if not _UPDATE_OPEN.search(text):
+        problems.append("no <update>")
+    if len(_UPDATE_OPEN.findall(text)) > len(updates):
+        problems.append("unclosed <update>")
+    if len(updates) > 1:
+        problems.append(f"{len(updates)} <update> blocks")
+    if any(not body for body in updates):
+        problems.append("empty <update>")
+    if len(_RECALL_OPEN.findall(text)) > len(recalls):
+        problems.append("unclosed <recall>")
+    if len(recalls) > 1:
+        problems.append(f"{len(recalls)} <recall> blocks")
+    return StepReply(_last_nonempty(updates), _last_nonempty(recalls), tuple(problems))
+
+
+def _clean(body: str) -> str:
+    """An update body without recall blocks or stray tags, which would otherwise be carried
+    in the memory and copied by later steps."""
+    return _STRAY_TAG.sub("", _RECALL.sub("", body)).strip()
+
+
+def _last_nonempty(bodies: list[str]) -> str | None:
+    return next((body for body in reversed(bodies) if body), None)
+
+
+# --- one step, the final call --------------------------------------------------------------
+
+
+async def rememr1_step(
+    ctx: CallContext,
+    config: ReMemR1Config,
+    question: str,
+    memory: str,
+    recalled: str,
+    chunk: Chunk,
+    step: int,
+    history: MemoryHistory,
+) -> Conversation:
+    """One ReMemR1 step over ``chunk``; the single implementation used by evaluation and RL.
+
+    Returns the conversation with ``memory`` (the new memory) and, when the model asked to
+    recall, ``recall_query``, ``recalled_memory`` (the next prompt's recalled slot; None when
+    nothing scored above the threshold) and ``recalled_step``. Mutates ``history``: the recall
+    is searched first, then this step's new memory is appended.
+
+    Without a usable ``<update>`` the previous memory is kept and ``FORMAT_ERROR`` flagged: the
+    reply minus its tags would be mostly reasoning, the very thing the fix keeps out of the
+    memory, while the previous memory is known to be well formed and within the cap.
+    """
+    messages = step_messages(question, recalled, memory, chunk.text, config.prompt_dir)
+    conversation = await ctx.call(
+        "update",
+        step,
+        messages,
+        config.params(config.memory_tokens),
+        chunk_index=chunk.index,
+        chunk_tokens=chunk.tokens,
+    )
+    reply = parse_step_reply(strip_think(conversation.reply))
+    conversation.memory = reply.update if reply.update is not None else memory
+    if not reply.well_formed:
+        conversation.flags.append(FORMAT_ERROR)
+    if conversation.finish_reason == "length":
+        conversation.flags.append(MEMORY_TRUNCATED)
+    if reply.recall is not None:
+        await _recall(conversation, reply.recall, history, config)
+    if reply.update is not None:
+        history.add(step, reply.update)
+    return conversation
+
+
+async def _recall(
+    conversation: Conversation, query: str, history: MemoryHistory, config: ReMemR1Config
+) -> None:
+    """Search the history for ``query`` and record the query and what it brought back."""
+    # In a worker thread: fitting TF-IDF on a long history would stall other concurrent runs.
+    hits = await asyncio.to_thread(
+        history.search, query, config.recall_top_k, config.recall_threshold
+    )
+    conversation.recall_query = query
+    if hits:
+        conversation.recalled_memory = format_recalled(hits)
+        conversation.recalled_step = hits[0].step
+
+
+async def rememr1_final(
+    ctx: CallContext, config: ReMemR1Config, question: str, memory: str, recalled: str, step: int
+) -> Conversation:
+    """Answer from the memory and the recalled memory; the answer is the last \\boxed{} (else
+    the whole reply, flagged ``NO_BOXED_ANSWER``)."""
+    messages = final_messages(question, recalled, memory, config.prompt_dir)
+    conversation = await ctx.call("final", step, messages, config.params(config.final_tokens))
+    reply = strip_think(conversation.reply)
+    boxed = extract_boxed(reply)
+    conversation.answer = boxed if boxed is not None else reply
+    if boxed is None:
+        conversation.flags.append(NO_BOXED_ANSWER)
+    if conversation.finish_reason == "length":
+        conversation.flags.append(ANSWER_TRUNCATED)
+    return conversation
+
+
+async def read_with_recall(
+    ctx: CallContext,
+    config: ReMemR1Config,
+    question: str,
+    chunks: list[Chunk],
+    history: MemoryHistory,
+) -> tuple[str, str, list[Conversation]]:
+    """Every chunk in order, one step each. Returns the memory, the recalled memory for the
+    final call, and the step conversations.
+
+    Each step's recall result replaces the recalled slot, and a step that asks for nothing
+    empties it: the slot shows what the model asked for last, not a stale recall it may have
+    already folded into its memory.
+    """
+    memory, recalled = NO_MEMORY, ""
+    conversations: list[Conversation] = []
+    for step, chunk in enumerate(chunks):
+        conversation = await rememr1_step(
+            ctx, config, question, memory, recalled, chunk, step, history
+        )
+        memory = conversation.memory or memory
+        recalled = conversation.recalled_memory or ""
+        conversations.append(conversation)
+    return memory, recalled, conversations
+
+
+# --- budget and the agent ------------------------------------------------------------------
+
+
+def plan_rememr1_chunk(
+    tokenizer: Tokenizer, window: int | None, config: ReMemR1Config, question: str
+) -> ChunkPlan:
+    """Chunk size so that every step (template + question + recalled + memory + chunk + step
+    output) and the final call fit the window. A memory is an ``<update>`` body, part of one
+    step output, so it is at most ``memory_tokens`` long; a recall brings back ``recall_top_k``
+    such memories plus labels."""
+    memory_room = max(config.memory_tokens, tokenizer.count(NO_MEMORY))
+    recalled_room = config.recall_top_k * (config.memory_tokens + _RECALL_LABEL_TOKENS)
+    recalled_room = max(recalled_room, tokenizer.count(NO_RECALL))
+    empty_step = step_messages(question, "", "", "", config.prompt_dir)[0]["content"]
+    plan = plan_chunk(
+        window=window,
+        requested=config.chunk_tokens,
+        prompt_tokens_without_chunk=tokenizer.count(empty_step) + recalled_room + memory_room,
+        max_new_tokens=config.memory_tokens,
+    )
+    empty_final = final_messages(question, "", "", config.prompt_dir)[0]["content"]
+    check_fits(
+        window=window,
+        prompt_tokens=tokenizer.count(empty_final) + recalled_room + memory_room,
+        max_new_tokens=config.final_tokens,
+        what="final answer",
+    )
+    return plan
+
+
+class ReMemR1:
+    """The ReMemR1 reader. ``run = await ReMemR1(backend, tokenizer).run(question, document)``.
+
+    ``new_history`` makes the memory history of each run; pass another ``MemoryHistory``
+    factory to try a different retriever.
+    """
+
+    name = "rememr1"
+
+    def __init__(
+        self,
+        backend: LLMBackend,
+        tokenizer: Tokenizer,
+        config: ReMemR1Config | None = None,
+        progress: ProgressCallback | None = None,
+        new_history: Callable[[], MemoryHistory] = TfidfHistory,
+    ) -> None:
+        self.backend = backend
+        self.tokenizer = tokenizer
+        self.config = config or ReMemR1Config()
+        self.progress = progress
+        self.new_history = new_history
+
+    def plan(self, question: str) -> ChunkPlan:
+        """The chunk size this agent will use for ``question`` on its backend's window."""
+        return plan_rememr1_chunk(
+            self.tokenizer, self.backend.context_window, self.config, question
+        )
+
+    async def run(self, question: str, document: Document) -> Run:
+        """Read ``document`` step by step, then answer ``question`` from the memories."""
+        start = time.perf_counter()
+        question = require_question(question)
+        plan = self.plan(question)
+        chunks = await prepare_chunks(document, self.tokenizer, plan.chunk_tokens)
+        ctx = CallContext(self.backend, self.tokenizer, self.progress, len(chunks) + 1)
+        memory, recalled, conversations = await read_with_recall(
+            ctx, self.config, question, chunks, self.new_history()
+        )
+        final = await rememr1_final(ctx, self.config, question, memory, recalled, len(chunks))
+        conversations.append(final)
+        return Run(
+            agent=self.name,
+            question=question,
+            answer=final.answer or "",
+            final_reply=strip_think(final.reply),
+            boxed=NO_BOXED_ANSWER not in final.flags,
+            conversations=conversations,
+            seconds=time.perf_counter() - start,
+            config={**asdict(self.config), "chunk_tokens_used": plan.chunk_tokens},
+            notes=rememr1_notes(plan, conversations, self.config.memory_tokens),
+        )
+
+
+def rememr1_notes(plan: ChunkPlan, conversations: list[Conversation], memory_cap: int) -> list[str]:
+    """MemAgent's notes (shrunk chunk, cut memories), plus format errors and recall use."""
+    notes = run_notes(plan, conversations, memory_cap)
+    malformed = sum(FORMAT_ERROR in c.flags for c in conversations)
+    if malformed:
+        notes.append(f"{malformed} step(s) broke the <update>/<recall> format; see the flags")
+    asked = [c for c in conversations if c.recall_query is not None]
+    if asked:
+        found = sum(c.recalled_memory is not None for c in asked)
+        notes.append(f"{len(asked)} recall(s) asked, {found} found an earlier memory")
+    return notes
