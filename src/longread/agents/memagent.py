@@ -71,7 +71,13 @@ def final_messages(question: str, memory: str, prompt_dir: str | None) -> list[M
 
 
 async def update_step(
-    ctx: CallContext, config: MemAgentConfig, question: str, memory: str, chunk: Chunk, step: int
+    ctx: CallContext,
+    config: MemAgentConfig,
+    question: str,
+    memory: str,
+    chunk: Chunk,
+    step: int,
+    phase: str = "",
 ) -> Conversation:
     """One MemAgent turn: the reply (minus any <think>) replaces the memory."""
     messages = update_messages(question, memory, chunk.text, config.prompt_dir)
@@ -82,6 +88,7 @@ async def update_step(
         config.params(config.memory_tokens),
         chunk_index=chunk.index,
         chunk_tokens=chunk.tokens,
+        phase=phase,
     )
     conversation.memory = strip_think(conversation.reply)
     if conversation.finish_reason == "length":
@@ -90,11 +97,17 @@ async def update_step(
 
 
 async def final_step(
-    ctx: CallContext, config: MemAgentConfig, question: str, memory: str, step: int
+    ctx: CallContext,
+    config: MemAgentConfig,
+    question: str,
+    memory: str,
+    step: int,
+    phase: str = "",
 ) -> Conversation:
     """Answer from memory; the answer is the last \\boxed{} (else the whole reply, flagged)."""
     messages = final_messages(question, memory, config.prompt_dir)
-    conversation = await ctx.call("final", step, messages, config.params(config.final_tokens))
+    params = config.params(config.final_tokens)
+    conversation = await ctx.call("final", step, messages, params, phase=phase)
     reply = strip_think(conversation.reply)
     boxed = extract_boxed(reply)
     conversation.answer = boxed if boxed is not None else reply
@@ -106,10 +119,17 @@ async def final_step(
 
 
 def plan_memagent_chunk(
-    tokenizer: Tokenizer, window: int | None, config: MemAgentConfig, question: str
+    tokenizer: Tokenizer,
+    window: int | None,
+    config: MemAgentConfig,
+    question: str,
+    extra_question_tokens: int = 0,
 ) -> ChunkPlan:
-    """Chunk size for this question so that every update call, and the final call, fit."""
-    memory_room = config.memory_tokens
+    """Chunk size for this question so that every update call, and the final call, fit.
+
+    ``extra_question_tokens`` reserves room for a longer question asked later (MemReread's
+    sub-questions read the document with the same chunks)."""
+    memory_room = config.memory_tokens + extra_question_tokens
     empty_update = update_messages(question, "", "", config.prompt_dir)[0]["content"]
     plan = plan_chunk(
         window=window,
@@ -178,13 +198,15 @@ async def read_with_memory(
     question: str,
     chunks: list[Chunk],
     first_step: int = 0,
+    phase: str = "",
 ) -> tuple[str, list[Conversation]]:
     """The MemAgent pass: fold every chunk into the memory, in order. Returns the memory and
     the update conversations."""
     memory = NO_MEMORY
     conversations: list[Conversation] = []
     for offset, chunk in enumerate(chunks):
-        conversation = await update_step(ctx, config, question, memory, chunk, first_step + offset)
+        step = first_step + offset
+        conversation = await update_step(ctx, config, question, memory, chunk, step, phase)
         memory = conversation.memory or ""
         conversations.append(conversation)
     return memory, conversations

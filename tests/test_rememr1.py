@@ -1,0 +1,386 @@
+"""ReMemR1 control flow and memory recall against a scripted backend (ALGORITHMS.md section 2)."""
+
+import json
+
+import pytest
+
+from longread.agents.memagent import NO_MEMORY
+from longread.agents.recall import RecallHit, TfidfHistory
+from longread.agents.rememr1 import (
+    NO_RECALL,
+    ReMemR1,
+    ReMemR1Config,
+    parse_step_reply,
+)
+from longread.errors import UsageError
+from longread.trace import FORMAT_ERROR, MEMORY_TRUNCATED, NO_BOXED_ANSWER, Run
+
+from .scripted import ScriptedBackend, WordTokenizer
+from .test_memagent import chunks
+
+
+def agent_for(backend: ScriptedBackend, **config) -> ReMemR1:
+    return ReMemR1(backend, WordTokenizer(), ReMemR1Config(**config))
+
+
+def prompts(backend: ScriptedBackend) -> list[str]:
+    return [request[0][0]["content"] for request in backend.requests]
+
+
+def recalled_slot(prompt: str) -> str:
+    """The text between the recalled-notes heading and the current-notes heading."""
+    after = prompt.split("Recalled older notes:\n", 1)[1]
+    return after.split("\n\nCurrent notes:", 1)[0].split("\n\nNotes from", 1)[0].strip()
+
+
+def update(memory: str, recall: str | None = None) -> str:
+    reply = f"Thinking about it.\n<update>{memory}</update>"
+    return reply + (f"\n<recall>{recall}</recall>" if recall is not None else "")
+
+
+# --- recall ---------------------------------------------------------------------------------
+
+
+async def test_recall_brings_back_the_matching_earlier_memory_in_the_next_prompt():
+    backend = ScriptedBackend(
+        [
+            update("The meeting was held in Zurich."),
+            update("Bananas were served at lunch."),
+            update("The host was Carla.", recall="Zurich"),
+            update("Carla met in Zurich."),
+            "\\boxed{Zurich}",
+        ]
+    )
+    run = await agent_for(backend).run("Where was the meeting?", chunks("a", "b", "c", "d"))
+
+    sent = prompts(backend)
+    assert recalled_slot(sent[3]) == "[step 0] The meeting was held in Zurich."
+    assert "Bananas" not in recalled_slot(sent[3])
+    step2 = run.conversations[2]
+    assert step2.recall_query == "Zurich"
+    assert step2.recalled_step == 0
+    assert step2.recalled_memory == "[step 0] The meeting was held in Zurich."
+    # A step that asks nothing leaves the recalled slot of the next prompt empty.
+    assert recalled_slot(sent[1]) == NO_RECALL and recalled_slot(sent[4]) == NO_RECALL
+
+
+async def test_query_sharing_no_word_with_history_recalls_nothing():
+    backend = ScriptedBackend(
+        [
+            update("The meeting was held in Zurich."),
+            update("Bananas at lunch.", recall="spaceship engines"),
+            update("same"),
+            "\\boxed{x}",
+        ]
+    )
+    run = await agent_for(backend).run("q", chunks("a", "b", "c"))
+    step1 = run.conversations[1]
+    assert step1.recall_query == "spaceship engines"
+    assert step1.recalled_memory is None and step1.recalled_step is None
+    assert recalled_slot(prompts(backend)[2]) == NO_RECALL
+    assert any("1 recall(s) asked, 0 found" in note for note in run.notes)
+
+
+async def test_threshold_drops_weak_matches():
+    replies = [
+        update("zurich alpha beta gamma delta epsilon zeta eta theta"),
+        update("other words", recall="zurich lambda mu nu xi omicron"),
+        "\\boxed{x}",
+    ]
+    weak = await agent_for(ScriptedBackend(replies)).run("q", chunks("a", "b"))
+    assert weak.conversations[1].recalled_step == 0  # default threshold: a weak match counts
+    strict = await agent_for(ScriptedBackend(replies), recall_threshold=0.9).run(
+        "q", chunks("a", "b")
+    )
+    assert strict.conversations[1].recalled_memory is None
+
+
+async def test_retrieval_happens_before_the_step_adds_its_own_memory():
+    backend = ScriptedBackend(
+        [
+            update("Bananas were served."),
+            update("Kangaroos live in Australia.", recall="kangaroos australia"),
+            "\\boxed{x}",
+        ]
+    )
+    run = await agent_for(backend).run("q", chunks("a", "b"))
+    assert run.conversations[1].recalled_memory is None  # not itself, though it matches best
+
+
+async def test_first_step_recall_finds_nothing_because_the_placeholder_is_not_history():
+    backend = ScriptedBackend(
+        [update("notes", recall="previous memory"), update("notes 2"), "\\boxed{x}"]
+    )
+    run = await agent_for(backend).run("q", chunks("a", "b"))
+    assert run.conversations[0].recall_query == "previous memory"
+    assert run.conversations[0].recalled_memory is None
+
+
+async def test_top_k_returns_memories_in_score_order():
+    backend = ScriptedBackend(
+        [
+            update("Zurich is a city."),
+            update("Zurich lake Zurich bank Zurich trams."),
+            update("Bananas only."),
+            update("Carla.", recall="Zurich lake trams"),
+            update("end"),
+            "\\boxed{x}",
+        ]
+    )
+    run = await agent_for(backend, recall_top_k=2).run("q", chunks("a", "b", "c", "d", "e"))
+    recalled = run.conversations[3].recalled_memory
+    assert (
+        recalled == "[step 1] Zurich lake Zurich bank Zurich trams.\n\n[step 0] Zurich is a city."
+    )
+    assert run.conversations[3].recalled_step == 1
+    assert recalled in prompts(backend)[4]
+
+
+# --- what is carried forward -----------------------------------------------------------------
+
+
+async def test_only_the_update_body_is_carried_forward():
+    backend = ScriptedBackend(
+        [
+            "My secret reasoning here. <update>Ann wrote it.</update> More musing after.",
+            "<think>hidden</think>Reasons again.<update>Ann wrote it in 1900.</update>",
+            "\\boxed{Ann}",
+        ]
+    )
+    run = await agent_for(backend).run("Who wrote it?", chunks("a", "b"))
+    sent = prompts(backend)
+    assert "Ann wrote it." in sent[1]
+    for text in ("secret reasoning", "More musing", "Reasons again", "hidden"):
+        assert text not in sent[1] and text not in sent[2]
+    assert [c.memory for c in run.conversations[:2]] == ["Ann wrote it.", "Ann wrote it in 1900."]
+    assert not any(c.flags for c in run.conversations)
+
+
+async def test_missing_update_keeps_previous_memory_and_flags_format_error():
+    backend = ScriptedBackend(
+        [update("Ann wrote it."), "I forgot the tags, the answer is Bob.", "\\boxed{Ann}"]
+    )
+    run = await agent_for(backend).run("q", chunks("a", "b"))
+    assert run.conversations[1].memory == "Ann wrote it."
+    assert FORMAT_ERROR in run.conversations[1].flags
+    assert "Ann wrote it." in prompts(backend)[2] and "Bob" not in prompts(backend)[2]
+    assert any("broke the <update>/<recall> format" in note for note in run.notes)
+
+
+async def test_first_step_without_update_keeps_the_placeholder():
+    backend = ScriptedBackend(["no tags", "\\boxed{x}"])
+    run = await agent_for(backend).run("q", chunks("a"))
+    assert run.conversations[0].memory == NO_MEMORY
+    assert FORMAT_ERROR in run.conversations[0].flags
+
+
+async def test_unclosed_update_is_a_format_error_and_keeps_previous_memory():
+    backend = ScriptedBackend(
+        [update("Ann wrote it."), "<update>Bob wrote it, cut mid-", "\\boxed{x}"],
+        finish_reasons=["stop", "length", "stop"],
+    )
+    run = await agent_for(backend).run("q", chunks("a", "b"))
+    step = run.conversations[1]
+    assert step.memory == "Ann wrote it."
+    assert FORMAT_ERROR in step.flags and MEMORY_TRUNCATED in step.flags
+
+
+async def test_two_updates_use_the_last_and_flag():
+    backend = ScriptedBackend(["<update>first</update> then <update>second</update>", "\\boxed{x}"])
+    run = await agent_for(backend).run("q", chunks("a"))
+    assert run.conversations[0].memory == "second"
+    assert FORMAT_ERROR in run.conversations[0].flags
+
+
+async def test_tags_in_other_case_and_spanning_lines_are_read():
+    reply = "reason\n<UPDATE>\nline one\nline two\n</Update>\n<Recall>\nZurich\n</RECALL>"
+    backend = ScriptedBackend([update("Zurich notes"), reply, "\\boxed{x}"])
+    run = await agent_for(backend).run("q", chunks("a", "b"))
+    step = run.conversations[1]
+    assert step.memory == "line one\nline two"
+    assert step.recall_query == "Zurich" and step.recalled_step == 0
+    assert not step.flags
+
+
+def test_parse_step_reply_edge_cases():
+    assert parse_step_reply("<update>  </update>").update is None
+    assert "empty <update>" in parse_step_reply("<update></update>").problems
+    nested = parse_step_reply("<update>keep <recall>q</recall> this</update>")
+    assert nested.update == "keep  this" and nested.recall == "q" and nested.well_formed
+    assert parse_step_reply("<update>a</update><recall>b").problems == ("unclosed <recall>",)
+    both = parse_step_reply("<update>a</update><recall>x</recall><recall>y</recall>")
+    assert both.recall == "y" and not both.well_formed
+    empty_recall = parse_step_reply("<update>a</update><recall> </recall>")
+    assert empty_recall.recall is None and empty_recall.well_formed
+    assert parse_step_reply("< update >a</ update >").update == "a"
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+
+async def test_n_chunks_make_n_plus_one_calls_and_final_sees_recall():
+    backend = ScriptedBackend(
+        [
+            update("The code is 4417."),
+            update("Unrelated notes."),
+            update("Still unrelated.", recall="code"),
+            "The answer is \\boxed{4417}.",
+        ]
+    )
+    run = await agent_for(backend).run("What is the code?", chunks("a", "b", "c"))
+    assert run.calls == 4
+    assert [c.kind for c in run.conversations] == ["update"] * 3 + ["final"]
+    final_prompt = prompts(backend)[3]
+    assert recalled_slot(final_prompt) == "[step 0] The code is 4417."
+    assert "Still unrelated." in final_prompt and "What is the code?" in final_prompt
+    assert run.answer == "4417" and run.boxed and run.agent == "rememr1"
+    assert run.config["recall_top_k"] == 1 and run.config["chunk_tokens_used"] == 5000
+
+
+async def test_step_prompt_orders_problem_recalled_memory_section():
+    backend = ScriptedBackend(
+        [update("Zurich memo"), update("m", recall="Zurich"), update("m2"), "\\boxed{x}"]
+    )
+    await agent_for(backend).run("Who wrote it?", chunks("S1", "S2", "The section text."))
+    prompt = prompts(backend)[2]
+    order = ["Who wrote it?", "[step 0] Zurich memo", "Current notes:\nm", "The section text."]
+    positions = [prompt.index(s) for s in order]
+    assert positions == sorted(positions)
+
+
+async def test_answer_without_box_is_the_whole_reply_and_flagged():
+    backend = ScriptedBackend([update("m"), "Paris, I think"])
+    run = await agent_for(backend).run("q", chunks("c"))
+    assert run.answer == "Paris, I think" and not run.boxed
+    assert NO_BOXED_ANSWER in run.conversations[-1].flags
+
+
+async def test_sampling_settings_and_budgets_are_sent():
+    backend = ScriptedBackend([update("m"), "\\boxed{x}"])
+    config = {"memory_tokens": 300, "final_tokens": 50, "temperature": 0.7, "top_p": 0.95}
+    await agent_for(backend, seed=3, **config).run("q", chunks("c"))
+    (_, step), (_, final) = backend.requests
+    assert (step.max_tokens, final.max_tokens) == (300, 50)
+    assert (step.temperature, step.top_p, step.seed) == (0.7, 0.95, 3)
+
+
+async def test_small_window_shrinks_chunks_and_every_call_fits():
+    window, cap = 2048, 128
+    settings = {"memory_tokens": cap, "final_tokens": 64, "recall_top_k": 2}
+    plan = agent_for(ScriptedBackend([], context_window=window), **settings).plan("q")
+    assert plan.shrunk and plan.chunk_tokens < 5000
+    document = " ".join(f"w{i}" for i in range(5000))
+    n = -(-5000 // plan.chunk_tokens)
+    # Replies as long as the cap allows (20 tokens of thought, tags and query), each recalling
+    # the two first memories, so the recalled slot is as full as top-k 2 makes it.
+    replies = [update(" ".join([f"w{i}"] * (cap - 20)), recall="w0 w1") for i in range(n)]
+    backend = ScriptedBackend([*replies, "\\boxed{x}"], context_window=window)
+    run = await agent_for(backend, **settings).run("q", document)
+    assert run.calls == n + 1
+    assert any("shrunk" in note for note in run.notes)
+    # A full chunk went out with two cap-sized recalled memories next to the memory.
+    full = prompts(backend)[3]
+    assert "[step 0] w0" in full and "[step 1] w1" in full and len(run.conversations) > 4
+    for messages, params in backend.requests:
+        prompt = sum(backend.tokenizer.count(m["content"]) for m in messages)
+        assert prompt + params.max_tokens <= window
+    assert all(c.completion_tokens == cap for c in run.conversations[:-1])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"chunk_tokens": 0},
+        {"memory_tokens": -1},
+        {"final_tokens": 0},
+        {"recall_top_k": 0},
+        {"recall_threshold": -0.1},
+        {"recall_threshold": 1.5},
+        {"temperature": 3.0},
+        {"top_p": 0.0},
+    ],
+)
+def test_bad_config_values_are_usage_errors(bad):
+    with pytest.raises(UsageError):
+        ReMemR1Config(**bad)
+
+
+async def test_empty_question_is_a_usage_error():
+    with pytest.raises(UsageError, match="question"):
+        await agent_for(ScriptedBackend([])).run("  ", chunks("a"))
+
+
+async def test_trace_round_trips_through_json(tmp_path):
+    backend = ScriptedBackend([update("Zurich"), update("m", recall="Zurich"), "\\boxed{ok}"])
+    run = await agent_for(backend).run("q", chunks("a", "b"))
+    path = tmp_path / "trace.json"
+    run.save(path)
+    loaded = Run.from_dict(json.loads(path.read_text()))
+    assert loaded.conversations[1].recall_query == "Zurich"
+    assert loaded.conversations[1].recalled_step == 0
+    assert loaded.answer == "ok"
+
+
+async def test_a_custom_history_can_be_plugged_in():
+    class Everything(TfidfHistory):
+        def search(self, query, top_k=1, threshold=0.1):
+            return [RecallHit(step, memory, 1.0) for step, memory in self.entries][:top_k]
+
+    backend = ScriptedBackend([update("alpha"), update("m", recall="zzz"), "\\boxed{x}"])
+    agent = ReMemR1(backend, WordTokenizer(), new_history=Everything)
+    run = await agent.run("q", chunks("a", "b"))
+    assert run.conversations[1].recalled_memory == "[step 0] alpha"
+
+
+# --- the TF-IDF history ------------------------------------------------------------------------
+
+
+def history_of(*memories: str) -> TfidfHistory:
+    history = TfidfHistory()
+    for step, memory in enumerate(memories):
+        history.add(step, memory)
+    return history
+
+
+def test_empty_history_and_empty_query_give_no_hit():
+    assert TfidfHistory().search("anything") == []
+    assert history_of("some memory").search("   ") == []
+
+
+def test_history_without_any_word_gives_no_hit():
+    assert history_of("!!", "? .").search("!!") == []  # empty vocabulary, no crash
+
+
+def test_identical_query_scores_one():
+    [hit] = history_of("the red fox", "a blue whale").search("a blue whale")
+    assert hit.step == 1 and hit.memory == "a blue whale"
+    assert hit.score == pytest.approx(1.0)
+
+
+def test_threshold_and_zero_scores():
+    history = history_of("red fox jumps over the lazy dog today", "blue whale")
+    assert history.search("red", threshold=0.0)[0].step == 0
+    assert history.search("red", threshold=0.99) == []
+    assert history.search("green", threshold=0.0) == []  # no shared word never counts
+
+
+def test_hits_are_ordered_by_score_then_earlier_step():
+    history = history_of("cat dog", "cat", "dog cat", "bird")
+    hits = history.search("cat", top_k=3, threshold=0.0)
+    assert [hit.step for hit in hits] == [1, 0, 2]
+    assert hits[0].score > hits[1].score == pytest.approx(hits[2].score)
+
+
+def test_duplicates_are_stored_once_under_their_first_step():
+    history = TfidfHistory()
+    assert history.add(0, "same notes")
+    assert not history.add(3, "same notes")
+    assert history.entries == [(0, "same notes")] and len(history) == 1
+
+
+def test_steps_must_increase():
+    history = history_of("a memory")
+    with pytest.raises(ValueError):
+        history.add(0, "another memory")
+    with pytest.raises(ValueError):
+        history.search("memory", top_k=0)
