@@ -34,6 +34,9 @@ _FIT_ATTEMPTS = 4
 # A cut that falls inside a word moves back to the whitespace before it when there is one this
 # close; text without spaces (e.g. Chinese) keeps the token-boundary cut.
 _SNAP_CHARS = 32
+# NLTK's English list (179 words) rather than bm25s's default Lucene list (33 words): the short
+# list keeps "what", "who", "which", "how", "about"..., which fill questions and match any text.
+BM25_STOPWORDS = "en_plus"
 
 
 def _check_answer_settings(config: FullContextConfig | RAGConfig) -> None:
@@ -379,7 +382,7 @@ def rank_chunks(question: str, chunks: Sequence[Chunk]) -> Ranking:
 
 def _bm25_terms(bm25s: Any, texts: list[str]) -> list[list[str]]:
     terms: list[list[str]] = bm25s.tokenize(
-        texts, stopwords="en", return_ids=False, show_progress=False
+        texts, stopwords=BM25_STOPWORDS, return_ids=False, show_progress=False
     )
     return terms
 
