@@ -6,8 +6,8 @@ import re
 import pytest
 
 from longread.agents.baselines import (
-    UNBOUNDED_DOCUMENT_TOKENS,
     RAG,
+    UNBOUNDED_DOCUMENT_TOKENS,
     FullContext,
     FullContextConfig,
     RAGConfig,
@@ -179,7 +179,9 @@ def chunk_holding(text: str, document: str, size: int) -> Chunk:
 async def test_rag_retrieves_the_chunk_with_the_answer():
     document = haystack(40, {23: NEEDLE})
     backend = ScriptedBackend(["It is \\boxed{ALBATROSS}."])
-    run = await rag(backend, rag_chunk_tokens=60).run("What is the password for the vault?", document)
+    run = await rag(backend, rag_chunk_tokens=60).run(
+        "What is the password for the vault?", document
+    )
     needle = chunk_holding(NEEDLE, document, 60)
     conversation = run.conversations[0]
     assert run.calls == 1 and run.agent == "rag"

@@ -12,14 +12,13 @@ from typing import Any
 import click
 
 from . import __version__
-from .agents.memagent import MemAgent, MemAgentConfig
+from .agents.registry import AGENTS, make_agent, make_config
 from .errors import LongreadError
 from .llm.factory import BackendSettings, make_backend, make_tokenizer
 from .progress import RunProgress
 from .text import achunk_file
 from .trace import Run
 
-AGENTS = ("memagent",)
 log = logging.getLogger("longread")
 
 
@@ -127,46 +126,52 @@ def backend_options(func: Any) -> Any:
     return func
 
 
+def agent_options(func: Any) -> Any:
+    """Reading settings. Unset flags keep the chosen agent's own (paper) defaults; a flag the
+    agent does not use is refused."""
+    int_option = click.IntRange(min=1)
+    options = [
+        click.option("--chunk-tokens", type=int_option,
+                     help="Largest chunk per call, shrunk to fit the window [5000]."),
+        click.option("--memory-tokens", type=int_option,
+                     help="Memory cap, new tokens per rewrite [memagent/memreread: 1024; "
+                          "rememr1: 2048]."),
+        click.option("--final-tokens", type=int_option,
+                     help="New tokens for the final answer [1024; rememr1: 2048]."),
+        click.option("--max-reread", type=click.IntRange(min=0),
+                     help="memreread: rereads at most [2]."),
+        click.option("--decide-tokens", type=int_option,
+                     help="memreread: new tokens for the stop/sub-question decision [256]."),
+        click.option("--recall-top-k", type=int_option,
+                     help="rememr1: earlier memories brought back per recall [1]."),
+        click.option("--recall-threshold", type=click.FloatRange(0, 1),
+                     help="rememr1: least TF-IDF cosine for a recall to count [0.1]."),
+        click.option("--rag-k", type=int_option, help="rag: chunks retrieved [4]."),
+        click.option("--rag-chunk-tokens", type=int_option, help="rag: chunk size [512]."),
+        click.option("--temperature", type=click.FloatRange(0, 2),
+                     help="Sampling temperature [0: greedy; the papers evaluate at 0.7]."),
+        click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), help="[1.0]"),
+        click.option("--seed", type=int, help="Sampling seed, for reproducible sampled runs."),
+        click.option("--prompt-dir", type=click.Path(file_okay=False, exists=True),
+                     help="Folder with your own prompt files (same names as the bundled ones)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
 @cli.command()
 @click.argument("file")
 @click.option("-q", "--question", required=True, help="The question to answer.")
 @click.option(
     "--agent",
-    type=click.Choice(AGENTS),
+    type=click.Choice(list(AGENTS)),
     default="memagent",
     show_default=True,
-    help="How to read the document.",
+    help="How to read: " + "; ".join(f"{name}: {spec.summary}" for name, spec in AGENTS.items()),
 )
 @backend_options
-@click.option(
-    "--chunk-tokens",
-    type=click.IntRange(min=1),
-    default=5000,
-    show_default=True,
-    help="Largest chunk read per call (shrunk to fit the window).",
-)
-@click.option(
-    "--memory-tokens",
-    type=click.IntRange(min=1),
-    default=1024,
-    show_default=True,
-    help="Memory cap: new tokens per memory rewrite.",
-)
-@click.option(
-    "--final-tokens",
-    type=click.IntRange(min=1),
-    default=1024,
-    show_default=True,
-    help="New tokens allowed for the final answer.",
-)
-@click.option("--temperature", type=click.FloatRange(0, 2), default=0.0, show_default=True)
-@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True)
-@click.option("--seed", type=int, help="Sampling seed, for reproducible sampled runs.")
-@click.option(
-    "--prompt-dir",
-    type=click.Path(file_okay=False, exists=True),
-    help="Folder with your own memagent_update.txt / memagent_final.txt.",
-)
+@agent_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.option(
     "--trace",
@@ -183,15 +188,20 @@ def ask(
     if file != "-" and not Path(file).is_file():
         what = "is a directory" if Path(file).is_dir() else "does not exist"
         raise click.BadParameter(f"{file} {what}", param_hint="'FILE'")
-    settings, config = _split_options(options)
-    run = _run_or_exit(_ask(file, question, settings, config))
+    settings = _backend_settings(options)
+    try:
+        config = make_config(agent, **options)
+    except LongreadError as exc:
+        raise click.UsageError(str(exc)) from None
+    run = _run_or_exit(_ask(file, question, agent, settings, config))
     if trace_path:
         run.save(trace_path)
     _print_run(run, as_json)
 
 
-def _split_options(options: dict[str, Any]) -> tuple[BackendSettings, MemAgentConfig]:
-    settings = BackendSettings(
+def _backend_settings(options: dict[str, Any]) -> BackendSettings:
+    """Take the backend flags out of ``options``."""
+    return BackendSettings(
         backend=options.pop("backend"),
         base_url=options.pop("base_url"),
         model=options.pop("model"),
@@ -205,20 +215,21 @@ def _split_options(options: dict[str, Any]) -> tuple[BackendSettings, MemAgentCo
         quant=options.pop("quant"),
         n_ctx=options.pop("n_ctx"),
     )
-    return settings, MemAgentConfig(**options)
 
 
-async def _ask(file: str, question: str, settings: BackendSettings, config: MemAgentConfig) -> Run:
+async def _ask(
+    file: str, question: str, agent_name: str, settings: BackendSettings, config: Any
+) -> Run:
     backend = make_backend(settings)
     try:
         tokenizer = await make_tokenizer(backend, settings)
         with RunProgress() as progress:
-            agent = MemAgent(backend, tokenizer, config, progress=progress.update)
+            agent = make_agent(agent_name, backend, tokenizer, config, progress.update)
             plan = agent.plan(question)
             if plan.shrunk:
                 click.echo(f"longread: note: {plan.note()}", err=True)
             chunks = await achunk_file(file, tokenizer, plan.chunk_tokens)
-            progress.start(total=len(chunks) + 1)
+            progress.start()  # the agent reports how many calls it expects
             return await agent.run(question, chunks)
     finally:
         await backend.aclose()

@@ -26,7 +26,7 @@ class RunProgress:
         if self._bar is not None:
             self._bar.close()
 
-    def start(self, total: int) -> None:
+    def start(self, total: int | None = None) -> None:
         if self.enabled:
             self._bar = tqdm(total=total, unit="call", file=sys.stderr, dynamic_ncols=True)
 
