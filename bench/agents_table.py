@@ -1,0 +1,129 @@
+"""Every agent on the same needle documents at several lengths, on the embedded model.
+
+    .venv/bin/python bench/agents_table.py [--lengths 2000,4000,12000] [--docs 5]
+        [--chunk-tokens 1000] [--memory-tokens 256] [--out bench/results/agents_table.jsonl]
+
+One JSON line per (agent, length, document) is appended to --out as soon as it finishes, so an
+interrupted run resumes where it stopped. The table (accuracy, mean calls, prompt tokens and
+seconds per document) is printed from everything in --out. SmolLM2-135M keeps a needle only with
+a small memory cap, so memory agents run with --memory-tokens (default 256) and 1,000-token
+chunks; full and rag use their defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import time
+from pathlib import Path
+
+from longread.agents import AGENTS, make_agent, make_config
+from longread.eval.needle import NEEDLE_QUESTION, needle_document_of_length
+from longread.llm.llamacpp import LlamaCppBackend
+from longread.text import LlamaCppTokenizer
+
+MEMORY_AGENTS = ("memagent", "rememr1", "memreread")
+ROW_MEANS = ("correct", "calls", "prompt_tokens", "seconds")
+
+
+def documents(tokenizer, lengths: list[int], count: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    docs = []
+    for length in lengths:
+        for i in range(count):
+            number = str(rng.randrange(1_000_000, 10_000_000))
+            depth = (i + 0.5) / count  # spread the needle from near the start to near the end
+            text = needle_document_of_length(number, length, tokenizer, depth)
+            docs.append({"length": length, "doc": i, "number": number, "text": text})
+    return docs
+
+
+def agent_config(name: str, args):
+    if name in MEMORY_AGENTS:
+        return make_config(name, chunk_tokens=args.chunk_tokens, memory_tokens=args.memory_tokens)
+    return make_config(name)
+
+
+async def run_all(args) -> None:
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = set()
+    if out.exists():
+        for line in out.read_text().splitlines():
+            row = json.loads(line)
+            done.add((row["agent"], row["length"], row["doc"]))
+    backend = LlamaCppBackend()
+    tokenizer = LlamaCppTokenizer(backend.llama)
+    docs = documents(tokenizer, args.lengths, args.docs, args.seed)
+    for name in args.agents:
+        agent = make_agent(name, backend, tokenizer, agent_config(name, args))
+        for doc in docs:
+            if (name, doc["length"], doc["doc"]) in done:
+                continue
+            row = await run_one(agent, name, doc, tokenizer)
+            with out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(json.dumps({k: v for k, v in row.items() if k != "answer"}), flush=True)
+    await backend.aclose()
+
+
+async def run_one(agent, name: str, doc: dict, tokenizer) -> dict:
+    start = time.perf_counter()
+    run = await agent.run(NEEDLE_QUESTION, doc["text"])
+    return {
+        "agent": name,
+        "length": doc["length"],
+        "doc": doc["doc"],
+        "doc_tokens": tokenizer.count(doc["text"]),
+        "correct": doc["number"] in run.answer,
+        "answer": run.answer[:200],
+        "calls": run.calls,
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
+        "seconds": round(time.perf_counter() - start, 2),
+        "notes": run.notes,
+    }
+
+
+def table(path: Path, agents: list[str], lengths: list[int]) -> str:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    lines = [
+        "| agent | length | n | accuracy | mean calls | mean prompt tokens | mean seconds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in agents:
+        for length in lengths:
+            cell = [r for r in rows if r["agent"] == name and r["length"] == length]
+            if not cell:
+                continue
+            n = len(cell)
+            mean = {key: sum(r[key] for r in cell) / n for key in ROW_MEANS}
+            lines.append(
+                f"| {name} | {length} | {n} | {mean['correct']:.0%} | {mean['calls']:.1f} | "
+                f"{mean['prompt_tokens']:.0f} | {mean['seconds']:.1f} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", default="2000,4000,12000")
+    parser.add_argument("--docs", type=int, default=5)
+    parser.add_argument("--agents", default=",".join(AGENTS))
+    parser.add_argument("--chunk-tokens", type=int, default=1000)
+    parser.add_argument("--memory-tokens", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="bench/results/agents_table.jsonl")
+    parser.add_argument("--table-only", action="store_true")
+    args = parser.parse_args()
+    args.lengths = [int(x) for x in args.lengths.split(",")]
+    args.agents = args.agents.split(",")
+    if not args.table_only:
+        asyncio.run(run_all(args))
+    print(table(Path(args.out), args.agents, args.lengths))
+
+
+if __name__ == "__main__":
+    main()
