@@ -211,3 +211,36 @@ def test_version_and_help_from_the_installed_command():
         "--temperature",
     ):
         assert flag in help_text
+
+
+@pytest.mark.parametrize("agent", ["memagent", "rememr1", "memreread", "full", "rag"])
+def test_every_agent_runs_from_the_cli_against_a_server(server, document, agent):
+    result = invoke("ask", str(document), "-q", "What is the value?", "--agent", agent,
+                    "--json", *server_args(server))  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["agent"] == agent and out["answer"] == "7"
+    assert out["calls"] == len(server.requests_to(CHAT)) >= 1
+    assert out["prompt_tokens"] == 12 * out["calls"]
+
+
+@pytest.mark.parametrize(
+    ("agent", "flag", "value"),
+    [("memagent", "--rag-k", "3"), ("rag", "--chunk-tokens", "100"),
+     ("full", "--max-reread", "1"), ("memreread", "--recall-top-k", "2")],
+)  # fmt: skip
+def test_a_flag_the_agent_does_not_use_is_refused(document, agent, flag, value):
+    result = invoke("ask", str(document), "-q", "q", "--agent", agent, flag, value)
+    assert result.exit_code == 2
+    assert flag in result.stderr and agent in result.stderr
+
+
+def test_agent_specific_flags_reach_the_agent(server, document, tmp_path):
+    trace = tmp_path / "t.json"
+    rag = ["--agent", "rag", "--rag-k", "2", "--rag-chunk-tokens", "40"]
+    result = invoke("ask", str(document), "-q", "value?", *rag, "--trace", str(trace),
+                    *server_args(server))  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(trace.read_text())
+    assert data["config"]["rag_k"] == 2
+    assert len(data["conversations"][0]["retrieved_chunks"]) == 2
