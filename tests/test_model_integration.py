@@ -5,6 +5,7 @@ These run the actual ``longread`` command in a subprocess, the way a user does.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -146,3 +147,89 @@ def test_openai_server_gives_the_same_answer_path(
     assert [c["chunk_tokens"] for c in served_trace["conversations"]] == [
         c["chunk_tokens"] for c in local_trace["conversations"]
     ]
+
+
+# --- every agent, through the Python API, on the embedded model and on a server ---------------
+
+SMALL_SETTINGS = {
+    "memagent": {"chunk_tokens": 1000, "memory_tokens": 256},
+    "rememr1": {"chunk_tokens": 1000, "memory_tokens": 256, "final_tokens": 128},
+    "memreread": {"chunk_tokens": 1000, "memory_tokens": 256, "max_reread": 1},
+    "full": {"final_tokens": 128},
+    "rag": {"rag_chunk_tokens": 256, "final_tokens": 128},
+}
+FINDS_THE_NEEDLE = ("memagent", "rag")  # the tiny model manages these reliably
+SMALL_NUMBER = "8361942"
+
+
+def small_needle() -> str:
+    return needle_document(SMALL_NUMBER, repeats=90, depth=0.4)  # about 2,200 tokens
+
+
+def assert_well_formed(run, agent: str, n_chunks: int) -> None:
+    """A complete, fully costed run with the call pattern of its algorithm."""
+    assert run.agent == agent and run.answer.strip()
+    assert run.calls == len(run.conversations)
+    assert run.prompt_tokens == sum(c.prompt_tokens for c in run.conversations) > 0
+    assert all(c.prompt_tokens > 0 and c.seconds > 0 for c in run.conversations)
+    assert run.conversations[-1].kind == "final"
+    if agent in ("memagent", "rememr1"):
+        assert run.calls == n_chunks + 1
+    elif agent == "memreread":
+        assert n_chunks + 2 <= run.calls <= 2 * n_chunks + 3 + 1
+    else:
+        assert run.calls == 1
+
+
+def n_chunks(agent, tokenizer) -> int:
+    from longread.text import chunk_text
+
+    return len(chunk_text(small_needle(), tokenizer, agent.plan(QUESTION).chunk_tokens))
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    from longread.llm.llamacpp import LlamaCppBackend
+    from longread.text import LlamaCppTokenizer
+
+    backend = LlamaCppBackend()
+    yield backend, LlamaCppTokenizer(backend.llama)
+    asyncio.run(backend.aclose())
+
+
+@pytest.mark.parametrize("agent_name", list(SMALL_SETTINGS))
+def test_every_agent_on_the_embedded_model(embedded, agent_name: str) -> None:
+    from longread.agents import make_agent, make_config, run_sync
+
+    backend, tokenizer = embedded
+    config = make_config(agent_name, **SMALL_SETTINGS[agent_name])
+    agent = make_agent(agent_name, backend, tokenizer, config)
+    run = run_sync(agent, QUESTION, small_needle())
+    assert_well_formed(run, agent_name, n_chunks(agent, tokenizer))
+    if agent_name in FINDS_THE_NEEDLE:
+        assert SMALL_NUMBER in run.answer
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("agent_name", list(SMALL_SETTINGS))
+def test_every_agent_against_an_openai_compatible_server(llama_server: str, agent_name: str):
+    from longread.agents import make_agent, make_config
+    from longread.llm.factory import BackendSettings, make_backend, make_tokenizer
+
+    settings = BackendSettings(base_url=llama_server, extra_body={"repeat_penalty": 1.0})
+
+    async def go():
+        backend = make_backend(settings)
+        try:
+            tokenizer = await make_tokenizer(backend, settings)
+            assert tokenizer.exact  # the server's /extras/tokenize, not an estimate
+            config = make_config(agent_name, **SMALL_SETTINGS[agent_name])
+            agent = make_agent(agent_name, backend, tokenizer, config)
+            return await agent.run(QUESTION, small_needle()), n_chunks(agent, tokenizer)
+        finally:
+            await backend.aclose()
+
+    run, chunks = asyncio.run(go())
+    assert_well_formed(run, agent_name, chunks)
+    if agent_name in FINDS_THE_NEEDLE:
+        assert SMALL_NUMBER in run.answer
