@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -12,7 +13,8 @@ from ..errors import BudgetError, UsageError
 from ..llm.base import Completion, LLMBackend, Message, SamplingParams, check_prompt_truncation
 from ..text.chunking import Chunk, chunk_text
 from ..text.tokenizer import Tokenizer
-from ..trace import Conversation, Run
+from ..trace import ANSWER_TRUNCATED, NO_BOXED_ANSWER, Conversation, Run
+from .answer import extract_boxed, strip_think
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,42 @@ def _check_not_truncated(ctx: CallContext, messages: list[Message], completion: 
     if getattr(ctx.tokenizer, "exact", True):
         expected = sum(ctx.count(m["content"]) for m in messages)
         check_prompt_truncation(completion, expected)
+
+
+def read_answer(conversation: Conversation) -> Conversation:
+    """Set the answer of a final call: its last \\boxed{} (else the whole reply, flagged
+    ``no_boxed_answer``). The same rule for every agent, so one judge scores them all."""
+    reply = strip_think(conversation.reply)
+    boxed = extract_boxed(reply)
+    conversation.answer = boxed if boxed is not None else reply
+    if boxed is None:
+        conversation.flags.append(NO_BOXED_ANSWER)
+    if conversation.finish_reason == "length":
+        conversation.flags.append(ANSWER_TRUNCATED)
+    return conversation
+
+
+def finish_run(
+    agent: str,
+    question: str,
+    conversations: list[Conversation],
+    started: float,
+    config: dict[str, object],
+    notes: list[str],
+) -> Run:
+    """The Run of a finished agent: the answer is the last conversation's (a final call)."""
+    final = conversations[-1]
+    return Run(
+        agent=agent,
+        question=question,
+        answer=final.answer or "",
+        final_reply=strip_think(final.reply),
+        boxed=NO_BOXED_ANSWER not in final.flags,
+        conversations=conversations,
+        seconds=time.perf_counter() - started,
+        config=config,
+        notes=notes,
+    )
 
 
 def require_question(question: str) -> str:

@@ -19,9 +19,16 @@ from ..errors import BudgetError, UsageError
 from ..llm.base import LLMBackend, Message, SamplingParams
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
-from ..trace import ANSWER_TRUNCATED, NO_BOXED_ANSWER, Conversation, Run
-from .answer import extract_boxed, strip_think
-from .base import CallContext, Document, ProgressCallback, prepare_chunks, require_question
+from ..trace import Conversation, Run
+from .base import (
+    CallContext,
+    Document,
+    ProgressCallback,
+    finish_run,
+    prepare_chunks,
+    read_answer,
+    require_question,
+)
 from .budget import MIN_CHUNK_TOKENS, ChunkPlan, fixed_cost, plan_chunk
 from .prompts import render
 
@@ -107,35 +114,7 @@ async def answer_step(
     """The one call of a baseline; the answer is the last \\boxed{} (else the whole reply,
     flagged), as in MemAgent's final step."""
     conversation = await ctx.call("final", 0, messages, params, **extra)
-    reply = strip_think(conversation.reply)
-    boxed = extract_boxed(reply)
-    conversation.answer = boxed if boxed is not None else reply
-    if boxed is None:
-        conversation.flags.append(NO_BOXED_ANSWER)
-    if conversation.finish_reason == "length":
-        conversation.flags.append(ANSWER_TRUNCATED)
-    return conversation
-
-
-def _one_call_run(
-    agent: str,
-    question: str,
-    conversation: Conversation,
-    start: float,
-    config: dict[str, Any],
-    notes: list[str],
-) -> Run:
-    return Run(
-        agent=agent,
-        question=question,
-        answer=conversation.answer or "",
-        final_reply=strip_think(conversation.reply),
-        boxed=NO_BOXED_ANSWER not in conversation.flags,
-        conversations=[conversation],
-        seconds=time.perf_counter() - start,
-        config=config,
-        notes=notes,
-    )
+    return read_answer(conversation)
 
 
 def document_text(document: Document) -> str:
@@ -340,7 +319,7 @@ class FullContext:
                 f"to fit the {window}-token window"
             )
         config = {**asdict(self.config), "document_tokens": cut.total_tokens}
-        return _one_call_run(self.name, question, conversation, start, config, notes)
+        return finish_run(self.name, question, [conversation], start, config, notes)
 
 
 # --- BM25 retrieval -------------------------------------------------------------------------------
@@ -497,7 +476,7 @@ class RAG:
             "k_used": len(selection.ranked),
         }
         notes = self._notes(plan, len(chunks), ranking, selection)
-        return _one_call_run(self.name, question, conversation, start, config, notes)
+        return finish_run(self.name, question, [conversation], start, config, notes)
 
     def _retrieve(self, question: str, chunks: list[Chunk]) -> tuple[Ranking, Selection]:
         ranking = rank_chunks(question, chunks)

@@ -15,14 +15,20 @@ from ..llm.base import LLMBackend, Message, SamplingParams
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
 from ..trace import (
-    ANSWER_TRUNCATED,
     MEMORY_TRUNCATED,
-    NO_BOXED_ANSWER,
     Conversation,
     Run,
 )
-from .answer import extract_boxed, strip_think
-from .base import CallContext, Document, ProgressCallback, prepare_chunks, require_question
+from .answer import strip_think
+from .base import (
+    CallContext,
+    Document,
+    ProgressCallback,
+    finish_run,
+    prepare_chunks,
+    read_answer,
+    require_question,
+)
 from .budget import ChunkPlan, check_fits, plan_chunk
 from .prompts import render
 
@@ -108,14 +114,7 @@ async def final_step(
     messages = final_messages(question, memory, config.prompt_dir)
     params = config.params(config.final_tokens)
     conversation = await ctx.call("final", step, messages, params, phase=phase)
-    reply = strip_think(conversation.reply)
-    boxed = extract_boxed(reply)
-    conversation.answer = boxed if boxed is not None else reply
-    if boxed is None:
-        conversation.flags.append(NO_BOXED_ANSWER)
-    if conversation.finish_reason == "length":
-        conversation.flags.append(ANSWER_TRUNCATED)
-    return conversation
+    return read_answer(conversation)
 
 
 def plan_memagent_chunk(
@@ -179,16 +178,13 @@ class MemAgent:
         memory, conversations = await read_with_memory(ctx, self.config, question, chunks)
         final = await final_step(ctx, self.config, question, memory, len(conversations))
         conversations.append(final)
-        return Run(
-            agent=self.name,
-            question=question,
-            answer=final.answer or "",
-            final_reply=strip_think(final.reply),
-            boxed=NO_BOXED_ANSWER not in final.flags,
-            conversations=conversations,
-            seconds=time.perf_counter() - start,
-            config={**asdict(self.config), "chunk_tokens_used": plan.chunk_tokens},
-            notes=run_notes(plan, conversations, self.config.memory_tokens),
+        return finish_run(
+            self.name,
+            question,
+            conversations,
+            start,
+            {**asdict(self.config), "chunk_tokens_used": plan.chunk_tokens},
+            run_notes(plan, conversations, self.config.memory_tokens),
         )
 
 

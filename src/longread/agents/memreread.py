@@ -18,9 +18,16 @@ from ..errors import UsageError
 from ..llm.base import LLMBackend, Message
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
-from ..trace import FORMAT_ERROR, MEMORY_TRUNCATED, NO_BOXED_ANSWER, Conversation, Run
+from ..trace import FORMAT_ERROR, MEMORY_TRUNCATED, Conversation, Run
 from .answer import strip_think
-from .base import CallContext, Document, ProgressCallback, prepare_chunks, require_question
+from .base import (
+    CallContext,
+    Document,
+    ProgressCallback,
+    finish_run,
+    prepare_chunks,
+    require_question,
+)
 from .budget import ChunkPlan, check_fits
 from .memagent import MemAgentConfig, final_step, plan_memagent_chunk, read_with_memory, run_notes
 from .prompts import render
@@ -152,16 +159,13 @@ class MemReread:
         memory = await self._reread_rounds(ctx, question, memory, chunks, trace)
         final = await final_step(ctx, self.config, question, memory, len(trace), phase="final")
         trace.append(final)
-        return Run(
-            agent=self.name,
-            question=question,
-            answer=final.answer or "",
-            final_reply=strip_think(final.reply),
-            boxed=NO_BOXED_ANSWER not in final.flags,
-            conversations=trace,
-            seconds=time.perf_counter() - start,
-            config={**asdict(self.config), "chunk_tokens_used": plan.chunk_tokens},
-            notes=run_notes(plan, trace, self.config.memory_tokens) + _reread_notes(trace),
+        return finish_run(
+            self.name,
+            question,
+            trace,
+            start,
+            {**asdict(self.config), "chunk_tokens_used": plan.chunk_tokens},
+            run_notes(plan, trace, self.config.memory_tokens) + _reread_notes(trace),
         )
 
     async def _reread_rounds(

@@ -37,15 +37,21 @@ from ..llm.base import LLMBackend, Message, SamplingParams
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
 from ..trace import (
-    ANSWER_TRUNCATED,
     FORMAT_ERROR,
     MEMORY_TRUNCATED,
-    NO_BOXED_ANSWER,
     Conversation,
     Run,
 )
-from .answer import extract_boxed, strip_think
-from .base import CallContext, Document, ProgressCallback, prepare_chunks, require_question
+from .answer import strip_think
+from .base import (
+    CallContext,
+    Document,
+    ProgressCallback,
+    finish_run,
+    prepare_chunks,
+    read_answer,
+    require_question,
+)
 from .budget import ChunkPlan, check_fits, plan_chunk
 from .memagent import NO_MEMORY, run_notes
 from .prompts import render
@@ -262,14 +268,7 @@ async def rememr1_final(
     the whole reply, flagged ``NO_BOXED_ANSWER``)."""
     messages = final_messages(question, recalled, memory, config.prompt_dir)
     conversation = await ctx.call("final", step, messages, config.params(config.final_tokens))
-    reply = strip_think(conversation.reply)
-    boxed = extract_boxed(reply)
-    conversation.answer = boxed if boxed is not None else reply
-    if boxed is None:
-        conversation.flags.append(NO_BOXED_ANSWER)
-    if conversation.finish_reason == "length":
-        conversation.flags.append(ANSWER_TRUNCATED)
-    return conversation
+    return read_answer(conversation)
 
 
 async def read_with_recall(
@@ -369,16 +368,13 @@ class ReMemR1:
         )
         final = await rememr1_final(ctx, self.config, question, memory, recalled, len(chunks))
         conversations.append(final)
-        return Run(
-            agent=self.name,
-            question=question,
-            answer=final.answer or "",
-            final_reply=strip_think(final.reply),
-            boxed=NO_BOXED_ANSWER not in final.flags,
-            conversations=conversations,
-            seconds=time.perf_counter() - start,
-            config={**asdict(self.config), "chunk_tokens_used": plan.chunk_tokens},
-            notes=rememr1_notes(plan, conversations, self.config.memory_tokens),
+        return finish_run(
+            self.name,
+            question,
+            conversations,
+            start,
+            {**asdict(self.config), "chunk_tokens_used": plan.chunk_tokens},
+            rememr1_notes(plan, conversations, self.config.memory_tokens),
         )
 
 
