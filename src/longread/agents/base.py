@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from ..errors import BudgetError, UsageError
 from ..llm.base import Completion, LLMBackend, Message, SamplingParams, check_prompt_truncation
@@ -57,6 +57,33 @@ class CallContext:
         if self.progress is not None:
             self.progress(conversation, self.expected_calls)
         return conversation
+
+
+ConfigT = TypeVar("ConfigT")
+
+
+class AgentBase(Generic[ConfigT]):
+    """What every agent holds: the backend, the tokenizer that counts its tokens, a config
+    (the agent's own dataclass, paper defaults when omitted) and an optional progress callback."""
+
+    name: ClassVar[str]
+    config_class: ClassVar[type[Any]]
+
+    def __init__(
+        self,
+        backend: LLMBackend,
+        tokenizer: Tokenizer,
+        config: ConfigT | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.backend = backend
+        self.tokenizer = tokenizer
+        self.config: ConfigT = config if config is not None else self.config_class()
+        self.progress = progress
+
+    def context(self, expected_calls: int) -> CallContext:
+        """A CallContext for one run expected to make ``expected_calls`` calls."""
+        return CallContext(self.backend, self.tokenizer, self.progress, expected_calls)
 
 
 def _check_not_truncated(ctx: CallContext, messages: list[Message], completion: Completion) -> None:

@@ -16,14 +16,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import BudgetError, UsageError
-from ..llm.base import LLMBackend, Message, SamplingParams
+from ..llm.base import Message, SamplingParams
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
 from ..trace import Conversation, Run
 from .base import (
+    AgentBase,
     CallContext,
     Document,
-    ProgressCallback,
     finish_run,
     prepare_chunks,
     read_answer,
@@ -273,22 +273,12 @@ def fit_full_document(
     raise BudgetError(f"could not fit the document into the {window}-token window")
 
 
-class FullContext:
+class FullContext(AgentBase[FullContextConfig]):
     """The whole document in one prompt, middle-truncated to the window."""
 
     name = "full"
 
-    def __init__(
-        self,
-        backend: LLMBackend,
-        tokenizer: Tokenizer,
-        config: FullContextConfig | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> None:
-        self.backend = backend
-        self.tokenizer = tokenizer
-        self.config = config or FullContextConfig()
-        self.progress = progress
+    config_class = FullContextConfig
 
     def plan(self, question: str) -> ChunkPlan:
         """The document budget. Callers that pre-cut a file may use it as the chunk size:
@@ -307,7 +297,7 @@ class FullContext:
         cut = await asyncio.to_thread(
             fit_full_document, self.tokenizer, window, self.config, question, text
         )
-        ctx = CallContext(self.backend, self.tokenizer, self.progress, 1)
+        ctx = self.context(1)
         messages = full_messages(question, cut.text, self.config.prompt_dir)
         conversation = await answer_step(
             ctx, self.config.params(), messages, truncated_tokens=cut.cut_tokens
@@ -431,7 +421,7 @@ def select_chunks(
     raise BudgetError(f"not even one retrieved passage fits the {window}-token window")
 
 
-class RAG:
+class RAG(AgentBase[RAGConfig]):
     """BM25 top-k chunks for the question, in document order, then one answer call.
 
     ``Conversation.retrieved_chunks`` lists the chunk indices best first.
@@ -439,17 +429,7 @@ class RAG:
 
     name = "rag"
 
-    def __init__(
-        self,
-        backend: LLMBackend,
-        tokenizer: Tokenizer,
-        config: RAGConfig | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> None:
-        self.backend = backend
-        self.tokenizer = tokenizer
-        self.config = config or RAGConfig()
-        self.progress = progress
+    config_class = RAGConfig
 
     def plan(self, question: str) -> ChunkPlan:
         """The retrieval unit size (``rag_chunk_tokens``, shrunk if the window needs it)."""
@@ -462,7 +442,7 @@ class RAG:
         # Pre-cut chunks are re-cut: the retrieval unit is this agent's own setting.
         chunks = await prepare_chunks(document_text(document), self.tokenizer, plan.chunk_tokens)
         ranking, selection = await asyncio.to_thread(self._retrieve, question, chunks)
-        ctx = CallContext(self.backend, self.tokenizer, self.progress, 1)
+        ctx = self.context(1)
         conversation = await answer_step(
             ctx,
             self.config.params(),

@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from ..errors import UsageError
-from ..llm.base import LLMBackend, Message, SamplingParams
+from ..llm.base import Message, SamplingParams
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
 from ..trace import (
@@ -21,9 +21,9 @@ from ..trace import (
 )
 from .answer import strip_think
 from .base import (
+    AgentBase,
     CallContext,
     Document,
-    ProgressCallback,
     finish_run,
     prepare_chunks,
     read_answer,
@@ -146,22 +146,12 @@ def plan_memagent_chunk(
     return plan
 
 
-class MemAgent:
+class MemAgent(AgentBase[MemAgentConfig]):
     """The MemAgent reader. ``run = await MemAgent(backend, tokenizer).run(question, document)``."""
 
     name = "memagent"
 
-    def __init__(
-        self,
-        backend: LLMBackend,
-        tokenizer: Tokenizer,
-        config: MemAgentConfig | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> None:
-        self.backend = backend
-        self.tokenizer = tokenizer
-        self.config = config or MemAgentConfig()
-        self.progress = progress
+    config_class = MemAgentConfig
 
     def plan(self, question: str) -> ChunkPlan:
         """The chunk size this agent will use for ``question`` on its backend's window."""
@@ -174,7 +164,7 @@ class MemAgent:
         question = require_question(question)
         plan = self.plan(question)
         chunks = await prepare_chunks(document, self.tokenizer, plan.chunk_tokens)
-        ctx = CallContext(self.backend, self.tokenizer, self.progress, len(chunks) + 1)
+        ctx = self.context(len(chunks) + 1)
         memory, conversations = await read_with_memory(ctx, self.config, question, chunks)
         final = await final_step(ctx, self.config, question, memory, len(conversations))
         conversations.append(final)

@@ -15,15 +15,14 @@ import time
 from dataclasses import asdict, dataclass
 
 from ..errors import UsageError
-from ..llm.base import LLMBackend, Message
+from ..llm.base import Message
 from ..text.chunking import Chunk
-from ..text.tokenizer import Tokenizer
 from ..trace import FORMAT_ERROR, MEMORY_TRUNCATED, Conversation, Run
 from .answer import strip_think
 from .base import (
+    AgentBase,
     CallContext,
     Document,
-    ProgressCallback,
     finish_run,
     prepare_chunks,
     require_question,
@@ -117,22 +116,12 @@ def integrate_messages(
     return [{"role": "user", "content": text}]
 
 
-class MemReread:
+class MemReread(AgentBase[MemRereadConfig]):
     """Memory-guided rereading. ``run = await MemReread(backend, tokenizer).run(q, document)``."""
 
     name = "memreread"
 
-    def __init__(
-        self,
-        backend: LLMBackend,
-        tokenizer: Tokenizer,
-        config: MemRereadConfig | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> None:
-        self.backend = backend
-        self.tokenizer = tokenizer
-        self.config = config or MemRereadConfig()
-        self.progress = progress
+    config_class = MemRereadConfig
 
     def plan(self, question: str) -> ChunkPlan:
         """Chunks sized for the question and for a sub-question of up to ``decide_tokens``."""
@@ -154,7 +143,7 @@ class MemReread:
         question = require_question(question)
         plan = self.plan(question)
         chunks = await prepare_chunks(document, self.tokenizer, plan.chunk_tokens)
-        ctx = CallContext(self.backend, self.tokenizer, self.progress, len(chunks) + 2)
+        ctx = self.context(len(chunks) + 2)
         memory, trace = await read_with_memory(ctx, self.config, question, chunks, phase="root")
         memory = await self._reread_rounds(ctx, question, memory, chunks, trace)
         final = await final_step(ctx, self.config, question, memory, len(trace), phase="final")

@@ -44,6 +44,7 @@ from ..trace import (
 )
 from .answer import strip_think
 from .base import (
+    AgentBase,
     CallContext,
     Document,
     ProgressCallback,
@@ -327,7 +328,7 @@ def plan_rememr1_chunk(
     return plan
 
 
-class ReMemR1:
+class ReMemR1(AgentBase[ReMemR1Config]):
     """The ReMemR1 reader. ``run = await ReMemR1(backend, tokenizer).run(question, document)``.
 
     ``new_history`` makes the memory history of each run; pass another ``MemoryHistory``
@@ -335,6 +336,7 @@ class ReMemR1:
     """
 
     name = "rememr1"
+    config_class = ReMemR1Config
 
     def __init__(
         self,
@@ -344,10 +346,7 @@ class ReMemR1:
         progress: ProgressCallback | None = None,
         new_history: Callable[[], MemoryHistory] = TfidfHistory,
     ) -> None:
-        self.backend = backend
-        self.tokenizer = tokenizer
-        self.config = config or ReMemR1Config()
-        self.progress = progress
+        super().__init__(backend, tokenizer, config, progress)
         self.new_history = new_history
 
     def plan(self, question: str) -> ChunkPlan:
@@ -362,7 +361,7 @@ class ReMemR1:
         question = require_question(question)
         plan = self.plan(question)
         chunks = await prepare_chunks(document, self.tokenizer, plan.chunk_tokens)
-        ctx = CallContext(self.backend, self.tokenizer, self.progress, len(chunks) + 1)
+        ctx = self.context(len(chunks) + 1)
         memory, recalled, conversations = await read_with_recall(
             ctx, self.config, question, chunks, self.new_history()
         )
