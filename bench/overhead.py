@@ -55,7 +55,8 @@ async def measure(args) -> dict[str, dict[str, float]]:
 
     rates: dict[str, dict[str, list[float]]] = {}
     for salt in range(args.repeats):
-        for path in ("direct", "longread"):
+        # Alternate which path goes first so cache or frequency effects hit both alike.
+        for path in ("direct", "longread") if salt % 2 == 0 else ("longread", "direct"):
             messages = prompt(llama, args.prompt_tokens, salt * 2 + (path == "direct"))
             prompt_tokens, _, prefill_seconds = await call(path, messages, 1)
             _, completion_tokens, seconds = await call(path, messages, args.decode_tokens)
@@ -63,6 +64,7 @@ async def measure(args) -> dict[str, dict[str, float]]:
             rate = rates.setdefault(path, {"prefill": [], "decode": []})
             rate["prefill"].append(prompt_tokens / prefill_seconds)
             rate["decode"].append((completion_tokens - 1) / decode_seconds)
+            rate.setdefault("generated", []).append(completion_tokens)
     await backend.aclose()
     return {p: {k: statistics.median(v) for k, v in r.items()} for p, r in rates.items()}
 
@@ -75,9 +77,9 @@ def main() -> None:
     parser.add_argument("--quant", default=None, help="q8_0 (default), q4_0, f16 or original")
     args = parser.parse_args()
     result = asyncio.run(measure(args))
-    print(f"{'path':<10} {'prefill tok/s':>14} {'decode tok/s':>13}")
+    print(f"{'path':<10} {'prefill tok/s':>14} {'decode tok/s':>13} {'tokens decoded':>15}")
     for path, r in result.items():
-        print(f"{path:<10} {r['prefill']:>14.1f} {r['decode']:>13.1f}")
+        print(f"{path:<10} {r['prefill']:>14.1f} {r['decode']:>13.1f} {r['generated']:>15.0f}")
     d, w = result["direct"], result["longread"]
     print(
         f"longread/direct: prefill {w['prefill'] / d['prefill']:.3f}, "
