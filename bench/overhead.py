@@ -4,8 +4,9 @@
     .venv/bin/python bench/overhead.py [--prompt-tokens 1024] [--decode-tokens 128] [--repeats 3]
 
 Each repeat uses a fresh prompt (a different leading number) so neither path gets llama.cpp's
-prefix cache. Prefill: prompt tokens / seconds of a 1-token completion. Decode: completion
-tokens / (seconds - the same prompt's prefill seconds) over a long generation.
+prefix cache, and the two paths alternate going first. Prefill: prompt tokens / seconds of a
+1-token completion of a long prompt. Decode: completion tokens / seconds of a long generation
+from a short prompt (about 40 tokens, so prefill is a negligible share).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ FILLER = (
 def prompt(llama, tokens: int, salt: int) -> list[dict]:
     """A user message of about ``tokens`` tokens, different for every ``salt``."""
     per = len(llama.tokenize(FILLER.encode(), add_bos=False))
-    text = f"Run {salt}. " + FILLER * max(1, tokens // per)
+    text = f"Run {salt}. " + FILLER * max(1, tokens // per) if tokens else f"Run {salt}."
     return [{"role": "user", "content": text + "\nNow write a long story about the sky."}]
 
 
@@ -57,13 +58,17 @@ async def measure(args) -> dict[str, dict[str, float]]:
     for salt in range(args.repeats):
         # Alternate which path goes first so cache or frequency effects hit both alike.
         for path in ("direct", "longread") if salt % 2 == 0 else ("longread", "direct"):
-            messages = prompt(llama, args.prompt_tokens, salt * 2 + (path == "direct"))
-            prompt_tokens, _, prefill_seconds = await call(path, messages, 1)
-            _, completion_tokens, seconds = await call(path, messages, args.decode_tokens)
-            decode_seconds = max(seconds - prefill_seconds, 1e-9)
+            salt_id = salt * 2 + (path == "direct")
+            prompt_tokens, _, prefill_seconds = await call(
+                path, prompt(llama, args.prompt_tokens, salt_id), 1
+            )
+            # Decode from a short prompt, so prefill is a negligible part of the time.
+            _, completion_tokens, seconds = await call(
+                path, prompt(llama, 0, salt_id), args.decode_tokens
+            )
             rate = rates.setdefault(path, {"prefill": [], "decode": []})
             rate["prefill"].append(prompt_tokens / prefill_seconds)
-            rate["decode"].append((completion_tokens - 1) / decode_seconds)
+            rate["decode"].append(completion_tokens / seconds)
             rate.setdefault("generated", []).append(completion_tokens)
     await backend.aclose()
     return {p: {k: statistics.median(v) for k, v in r.items()} for p, r in rates.items()}
