@@ -229,7 +229,7 @@ async def _ask(
             if plan.shrunk:
                 click.echo(f"longread: note: {plan.note()}", err=True)
             chunks = await achunk_file(file, tokenizer, plan.chunk_tokens)
-            progress.start()  # the agent reports how many calls it expects
+            progress.start(chunks=len(chunks))  # the agent reports the calls it expects
             return await agent.run(question, chunks)
     finally:
         await backend.aclose()

@@ -16,6 +16,7 @@ class RunProgress:
     def __init__(self, enabled: bool | None = None) -> None:
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
         self._bar: tqdm | None = None
+        self._chunks: int | None = None
         self._tokens = 0
         self._seconds = 0.0
 
@@ -26,9 +27,11 @@ class RunProgress:
         if self._bar is not None:
             self._bar.close()
 
-    def start(self, total: int | None = None) -> None:
+    def start(self, chunks: int | None = None) -> None:
+        """Show the bar; ``chunks`` is the document's chunk count, for "chunk i/N"."""
+        self._chunks = chunks
         if self.enabled:
-            self._bar = tqdm(total=total, unit="call", file=sys.stderr, dynamic_ncols=True)
+            self._bar = tqdm(unit="call", file=sys.stderr, dynamic_ncols=True)
 
     def update(self, conversation: Conversation, expected_calls: int) -> None:
         """Progress callback for agents: one finished conversation."""
@@ -43,10 +46,12 @@ class RunProgress:
         self._bar.update(1)
 
     def _describe(self, conversation: Conversation) -> str:
-        if conversation.chunk_index is not None:
-            chunks = max((self._bar.total or 1) - 1, 1) if self._bar else 1
-            return f"chunk {conversation.chunk_index + 1}/{chunks}"
-        return conversation.kind
+        """E.g. "chunk 3/12", "chunk 3/12 reread-1", "decide-1", "final"."""
+        phase = "" if conversation.phase in ("", "root") else conversation.phase
+        if conversation.chunk_index is None:
+            return phase or conversation.kind
+        of = f"/{self._chunks}" if self._chunks else ""
+        return f"chunk {conversation.chunk_index + 1}{of} {phase}".strip()
 
     def _postfix(self) -> dict[str, Any]:
         rate = self._tokens / self._seconds if self._seconds else 0.0
