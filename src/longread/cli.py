@@ -19,8 +19,6 @@ from .progress import RunProgress
 from .text import achunk_file
 from .trace import Run
 
-log = logging.getLogger("longread")
-
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "--version", prog_name="longread")
