@@ -14,7 +14,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[local,dev]'
+	$(BIN)/pip install --quiet -e '.[local,eval,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
