@@ -1,0 +1,161 @@
+"""Flags and error handling shared by the ``longread`` commands (ask, eval run, ...)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import click
+
+from .errors import LongreadError
+from .llm.factory import BackendSettings
+
+T = TypeVar("T")
+
+
+def _parse_json_object(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise click.BadParameter("must be a JSON object")
+    return parsed
+
+
+def backend_options(func: Any) -> Any:
+    """Flags shared by every command that talks to a model."""
+    options = [
+        click.option(
+            "--backend",
+            type=click.Choice(["auto", "llamacpp", "openai"]),
+            default="auto",
+            show_default=True,
+            help="auto: an OpenAI-compatible server when --base-url or OPENAI_BASE_URL "
+            "is set, else the embedded model.",
+        ),
+        click.option(
+            "--base-url",
+            help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 "
+            "(default: $OPENAI_BASE_URL).",
+        ),
+        click.option("--model", help="Model name on the server (default: the server's first)."),
+        click.option("--api-key", help="API key (default: $OPENAI_API_KEY)."),
+        click.option(
+            "--context-window",
+            type=click.IntRange(min=256),
+            help="Server's context window in tokens, when it does not report one.",
+        ),
+        click.option(
+            "--tokenizer",
+            "tokenizer_path",
+            help="tokenizer.json or model folder for exact token counts on a server.",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=1),
+            default=600.0,
+            show_default=True,
+            help="Seconds to wait for one server reply.",
+        ),
+        click.option(
+            "--extra-body",
+            callback=_parse_json_object,
+            help="Extra JSON fields for every chat request, e.g. '{\"top_k\": 20}'.",
+        ),
+        click.option(
+            "--retries",
+            type=click.IntRange(min=0),
+            default=5,
+            show_default=True,
+            help="Retries (exponential backoff) on 429, 5xx, timeouts, lost connections.",
+        ),
+        click.option(
+            "--gguf",
+            type=click.Path(dir_okay=False),
+            help="GGUF model for the embedded backend (default: bundled SmolLM2-135M).",
+        ),
+        click.option(
+            "--quant",
+            type=click.Choice(["q8_0", "q4_0", "f16", "original"]),
+            help="Convert the GGUF once to this type for speed (bundled model: q8_0); "
+            "'original' loads it as shipped.",
+        ),
+        click.option(
+            "--n-ctx",
+            type=click.IntRange(min=256),
+            help="Embedded model's context window [default: 8192].",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def agent_options(func: Any) -> Any:
+    """Reading settings. Unset flags keep the chosen agent's own (paper) defaults; a flag the
+    agent does not use is refused."""
+    int_option = click.IntRange(min=1)
+    options = [
+        click.option("--chunk-tokens", type=int_option,
+                     help="Largest chunk per call, shrunk to fit the window [5000]."),
+        click.option("--memory-tokens", type=int_option,
+                     help="Memory cap, new tokens per rewrite [memagent/memreread: 1024; "
+                          "rememr1: 2048]."),
+        click.option("--final-tokens", type=int_option,
+                     help="New tokens for the final answer [1024; rememr1: 2048]."),
+        click.option("--max-reread", type=click.IntRange(min=0),
+                     help="memreread: rereads at most [2]."),
+        click.option("--decide-tokens", type=int_option,
+                     help="memreread: new tokens for the stop/sub-question decision [256]."),
+        click.option("--recall-top-k", type=int_option,
+                     help="rememr1: earlier memories brought back per recall [1]."),
+        click.option("--recall-threshold", type=click.FloatRange(0, 1),
+                     help="rememr1: least TF-IDF cosine for a recall to count [0.1]."),
+        click.option("--rag-k", type=int_option, help="rag: chunks retrieved [4]."),
+        click.option("--rag-chunk-tokens", type=int_option, help="rag: chunk size [512]."),
+        click.option("--temperature", type=click.FloatRange(0, 2),
+                     help="Sampling temperature [0: greedy; the papers evaluate at 0.7]."),
+        click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), help="[1.0]"),
+        click.option("--seed", type=int, help="Sampling seed, for reproducible sampled runs."),
+        click.option("--prompt-dir", type=click.Path(file_okay=False, exists=True),
+                     help="Folder with your own prompt files (same names as the bundled ones)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def backend_settings(options: dict[str, Any]) -> BackendSettings:
+    """Take the backend flags out of ``options``."""
+    return BackendSettings(
+        backend=options.pop("backend"),
+        base_url=options.pop("base_url"),
+        model=options.pop("model"),
+        api_key=options.pop("api_key"),
+        context_window=options.pop("context_window"),
+        tokenizer=options.pop("tokenizer_path"),
+        timeout=options.pop("timeout"),
+        max_retries=options.pop("retries"),
+        extra_body=options.pop("extra_body"),
+        gguf=options.pop("gguf"),
+        quant=options.pop("quant"),
+        n_ctx=options.pop("n_ctx"),
+    )
+
+
+def run_or_exit(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run the coroutine; user-facing errors become one line on stderr and an exit code."""
+    try:
+        return asyncio.run(coroutine)
+    except LongreadError as exc:
+        click.echo(f"longread: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("longread: interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,179 @@
+"""``longread eval run`` and ``longread eval report``."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..agents.registry import AGENTS, make_agent, make_config
+from ..cli_options import agent_options, backend_options, backend_settings, run_or_exit
+from ..errors import LongreadError, UsageError
+from ..llm.factory import BackendSettings
+from .records import Sample
+from .report import load_runs, markdown_report, plot_accuracy
+from .runner import Summary
+
+
+@click.group(name="eval")
+def eval_group() -> None:
+    """Evaluate agents on datasets: resumable runs and their reports."""
+
+
+def _run_command() -> click.Command:
+    """``run`` with the shared backend and agent flags of ``longread ask``."""
+    options = [
+        click.option("--data", required=True, type=click.Path(exists=True),
+                     help="A JSONL file of samples, or a folder: every *.jsonl in it."),
+        click.option("--agent", type=click.Choice(list(AGENTS)), required=True,
+                     help="; ".join(f"{n}: {spec.summary}" for n, spec in AGENTS.items())),
+        click.option("--out", required=True, type=click.Path(file_okay=False),
+                     help="Run folder; the same command with the same folder resumes the run "
+                          "(finished samples are skipped, failed ones retried)."),
+        click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
+                     help="Samples in flight at once (also the most requests sent at once)."),
+        click.option("--limit", type=click.IntRange(min=1), help="Only the first N samples."),
+        click.option("--progress/--no-progress", default=True, show_default=True,
+                     help="Progress bar on stderr."),
+    ]  # fmt: skip
+    command = backend_options(agent_options(run))
+    for option in reversed(options):
+        command = option(command)
+    return click.command("run")(command)
+
+
+def run(
+    data: str,
+    agent: str,
+    out: str,
+    concurrency: int,
+    limit: int | None,
+    progress: bool,
+    **options: Any,
+) -> None:
+    """Run AGENT over every sample of DATA, recording each in the run folder --out.
+
+    Interrupted runs resume: the same command skips finished samples and retries failed ones.
+    """
+    settings = dataclasses.replace(backend_settings(options), max_concurrency=concurrency)
+    try:
+        config = make_config(agent, **options)
+    except LongreadError as exc:
+        raise click.UsageError(str(exc)) from None
+    job = _eval_run(data, agent, config, settings, out, concurrency, limit, progress)
+    run_or_exit(job)
+
+
+async def _eval_run(
+    data: str,
+    agent: str,
+    config: Any,
+    settings: BackendSettings,
+    out: str,
+    concurrency: int,
+    limit: int | None,
+    progress: bool,
+) -> None:
+    from ..llm.factory import make_backend, make_tokenizer
+    from .runner import run_eval
+    from .store import RunStore, run_config
+
+    samples = (await asyncio.to_thread(_load_samples, Path(data)))[:limit]
+    if not samples:
+        raise UsageError(f"no samples in {data}")
+    with RunStore(out) as store:
+        store.save_config(run_config(agent, dataclasses.asdict(config), settings, data))
+        backend = make_backend(settings)
+        try:
+            tokenizer = await make_tokenizer(backend, settings)
+            summary = await run_eval(
+                samples,
+                lambda report: make_agent(agent, backend, tokenizer, config, report),
+                store,
+                concurrency,
+                progress,
+            )
+        finally:
+            await backend.aclose()
+    _print_summary(summary, out)
+
+
+def _load_samples(data: Path) -> list[Sample]:
+    """The samples of a data file, or of every ``*.jsonl`` file of a folder (sorted by name)."""
+    from .datasets import load_samples
+
+    if not data.is_dir():
+        return load_samples(data)
+    files = sorted(data.glob("*.jsonl"))
+    if not files:
+        raise UsageError(f"{data} holds no *.jsonl files")
+    return [sample for path in files for sample in load_samples(path)]
+
+
+def _print_summary(summary: Summary, out: str) -> None:
+    click.echo(
+        f"{summary.done}/{summary.total} done, {summary.failed} failed, "
+        f"accuracy {100 * summary.accuracy:.1f}% (lenient sub-EM / RULER match_all)"
+    )
+    click.echo(
+        f"wall {summary.wall_seconds:.1f}s, backend busy {summary.backend_busy_seconds:.1f}s, "
+        f"overhead {summary.overhead_seconds:.1f}s; details in {Path(out) / 'summary.json'}"
+    )
+    if summary.failed:
+        click.echo(
+            f"longread: note: {summary.failed} sample(s) failed; rerun the same command to "
+            "retry them",
+            err=True,
+        )
+
+
+@eval_group.command("report")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(dir_okay=False),
+    help="Write the Markdown tables here (default: print them).",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    help="Write an accuracy-vs-context-length plot here (needs matplotlib).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    help="Write every per-sample row as JSON lines here.",
+)
+def report(
+    run_dirs: tuple[str, ...],
+    markdown_path: str | None,
+    plot_path: str | None,
+    json_path: str | None,
+) -> None:
+    """Tables (and a plot) of one or more run folders RUN_DIRS."""
+    try:
+        rows = load_runs(run_dirs)
+        text = markdown_report(rows)
+        if plot_path:
+            plot_accuracy(rows, plot_path)
+    except LongreadError as exc:
+        click.echo(f"longread: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    if json_path:
+        lines = (json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        Path(json_path).write_text("".join(lines))
+    if markdown_path:
+        Path(markdown_path).write_text(text)
+    else:
+        click.echo(text, nl=False)
+
+
+eval_group.add_command(_run_command(), "run")

@@ -1,0 +1,150 @@
+"""``longread data hotpotqa`` and ``longread data ruler``: build evaluation sets as JSONL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..cli_options import run_or_exit
+from ..errors import UsageError
+from ..text.tokenizer import Tokenizer
+from .builders import build_hotpotqa, build_hotpotqa_to_length
+from .datasets import save_samples
+from .records import Sample
+from .ruler import RULER_TASKS, build_ruler
+
+
+@click.group(name="data")
+def data_group() -> None:
+    """Build evaluation sets (RULER-HQA, RULER) as canonical JSONL files."""
+
+
+def _int_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        numbers = [int(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter("must be comma-separated whole numbers, e.g. 4096,8192") from None
+    if not numbers or min(numbers) < 1:
+        raise click.BadParameter("must list at least one positive number")
+    return numbers
+
+
+def tokenizer_option(func: Any) -> Any:
+    return click.option(
+        "--tokenizer",
+        "tokenizer_path",
+        help="tokenizer.json or model folder that counts lengths "
+        "[default: the embedded SmolLM2 vocabulary].",
+    )(func)
+
+
+def _tokenizer(path: str | None) -> Tokenizer:
+    """Lengths are counted with a given HF tokenizer, else the embedded model's own vocabulary."""
+    from ..text.tokenizers import HFTokenizer, LlamaCppTokenizer
+
+    if path:
+        return HFTokenizer.from_path(path)
+    from ..llm.gguf import resolve_model_file
+
+    return LlamaCppTokenizer.from_gguf(resolve_model_file(None, "original"))
+
+
+def _load_hotpotqa(path: str) -> list[dict[str, Any]]:
+    try:
+        records = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read HotpotQA JSON {path}: {exc}") from None
+    if not isinstance(records, list) or not records:
+        raise UsageError(f"{path} is not a HotpotQA JSON list of questions")
+    for i, record in enumerate(records):
+        missing = {"question", "answer", "context"} - set(record)
+        if missing:
+            raise UsageError(f"{path}[{i}]: record has no {', '.join(sorted(missing))}")
+    return records
+
+
+def _write(samples: list[Sample], out: Path, name: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.jsonl"
+    save_samples(samples, path)
+    click.echo(f"wrote {len(samples)} samples to {path}")
+
+
+@data_group.command("hotpotqa")
+@click.option(
+    "--input",
+    "input_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Official HotpotQA JSON (_id, question, answer, supporting_facts, context).",
+)
+@click.option(
+    "--docs", callback=_int_list, help="Documents per question, e.g. 50,100,200 (RULER-HQA)."
+)
+@click.option(
+    "--lengths",
+    callback=_int_list,
+    help="Token targets instead of document counts, e.g. 8192,16384.",
+)
+@click.option(
+    "--n", type=click.IntRange(min=1), default=128, show_default=True, help="Questions per set."
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@tokenizer_option
+def hotpotqa(input_path: str, docs: list[int] | None, lengths: list[int] | None, n: int,
+             seed: int, out: str, tokenizer_path: str | None) -> None:  # fmt: skip
+    """RULER-HQA sets: each question's paragraphs among other questions' paragraphs."""
+    if bool(docs) == bool(lengths):
+        raise click.UsageError("give exactly one of --docs and --lengths")
+
+    async def build() -> None:
+        records = _load_hotpotqa(input_path)
+        for count in docs or []:
+            _write(build_hotpotqa(records, count, n, seed), Path(out), f"hotpotqa_docs{count}")
+        if lengths:
+            tokenizer = _tokenizer(tokenizer_path)
+            for tokens in lengths:
+                samples = build_hotpotqa_to_length(records, tokens, tokenizer, n, seed)
+                _write(samples, Path(out), f"hotpotqa_{tokens}")
+
+    run_or_exit(build())
+
+
+@data_group.command("ruler")
+@click.option("--task", required=True, type=click.Choice(RULER_TASKS))
+@click.option("--lengths", required=True, callback=_int_list, help="Token targets, e.g. 4096,8192.")
+@click.option(
+    "--n", type=click.IntRange(min=1), default=100, show_default=True, help="Samples per length."
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--haystack",
+    help="noise, essay, needles, or a text file to use as the essay "
+    "[default: the task's RULER haystack].",
+)
+@click.option(
+    "--hotpotqa",
+    "hotpotqa_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="HotpotQA JSON for the qa task.",
+)
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@tokenizer_option
+def ruler(task: str, lengths: list[int], n: int, seed: int, haystack: str | None,
+          hotpotqa_path: str | None, out: str, tokenizer_path: str | None) -> None:  # fmt: skip
+    """RULER synthetic tasks fitted to each token length (within 1%)."""
+
+    async def build() -> None:
+        records = _load_hotpotqa(hotpotqa_path) if hotpotqa_path else None
+        tokenizer = _tokenizer(tokenizer_path)
+        for tokens in lengths:
+            samples = build_ruler(task, tokens, n, seed, tokenizer, haystack, records)
+            _write(samples, Path(out), f"ruler_{task}_{tokens}")
+
+    run_or_exit(build())

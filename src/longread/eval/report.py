@@ -1,0 +1,178 @@
+"""Tables and plots from finished (or still running) run folders, without the data files.
+
+Every row the store holds carries what it is grouped by (dataset, kind, context length), and
+``config.json`` names the agent, so a report needs only the run folders.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from ..errors import UsageError
+from .store import DONE, FAILED, RunStore
+
+Row = dict[str, Any]
+_NO_DATASET = "(no dataset)"
+_LEGEND = (
+    "Accuracy columns are percentages over all n samples: sub-EM, EM and F1 are lenient "
+    "(SQuAD-normalised; an unboxed answer is judged on its whole final text), strict needs a "
+    "\\boxed{} answer, match_all is RULER's string_match_all. "
+    "nulls: samples with no prediction (an empty reply or a failed run), scored 0; "
+    "failed: runs that raised (backend or budget error), also among the nulls; "
+    "unboxed: answers given without \\boxed{}. "
+    "calls, prompt tokens and seconds are means over the samples that finished."
+)
+
+
+def load_runs(run_dirs: Iterable[str | Path]) -> list[Row]:
+    """One flat row per sample of every run folder: agent, grouping keys, status, score
+    fields (em, f1, sub_em, strict, match_all, ...) and cost fields (calls, prompt_tokens,
+    completion_tokens, seconds). ``accuracy`` is the headline metric, 0..1."""
+    runs = []
+    for run_dir in run_dirs:
+        with RunStore(_existing(run_dir)) as store:
+            runs.append((Path(run_dir), store.load_config(), store.results()))
+    labels = _agent_labels([(d, c) for d, c, _ in runs])
+    rows = []
+    for (run_dir, _, results), label in zip(runs, labels, strict=True):
+        for result in results:
+            row = {
+                "run_dir": str(run_dir),
+                "agent": label,
+                "sample_id": result.sample_id,
+                "status": result.status,
+                "dataset": result.dataset,
+                "kind": result.kind,
+                "context_length": result.context_length,
+                "accuracy": result.headline,
+                "error": result.error,
+            }
+            rows.append({**row, **result.score, **result.cost})
+    return rows
+
+
+def markdown_report(rows: Sequence[Row]) -> str:
+    """A Markdown section per dataset with one line per context length x agent."""
+    by_dataset: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        by_dataset[row["dataset"] or _NO_DATASET].append(row)
+    parts = ["# Evaluation report", ""]
+    for dataset in sorted(by_dataset):
+        parts += [f"## {dataset}", "", *_table(by_dataset[dataset]), ""]
+    parts.append(_LEGEND)
+    return "\n".join(parts) + "\n"
+
+
+def plot_accuracy(rows: Sequence[Row], path: str | Path) -> None:
+    """Accuracy (headline metric, %) against context length on a log axis: one panel per
+    dataset, one line per agent. Needs matplotlib (the ``eval`` extra)."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise UsageError("plotting needs matplotlib: pip install 'longread[eval]'") from None
+    curves = _curves(rows)
+    if not curves:
+        raise UsageError("nothing to plot: no sample has a numeric context length")
+    figure = Figure(figsize=(5 * len(curves), 4), layout="constrained")
+    axes = figure.subplots(1, len(curves), squeeze=False)[0]
+    for ax, (dataset, lines) in zip(axes, sorted(curves.items()), strict=True):
+        for agent, points in sorted(lines.items()):
+            xs = [x for x, _ in sorted(points)]
+            ys = [y for _, y in sorted(points)]
+            ax.plot(xs, ys, marker="o", label=agent)
+        ax.set_xscale("log")
+        ax.set_xlabel("context length")
+        ax.set_ylabel("accuracy (%)")
+        ax.set_ylim(0, 100)
+        ax.set_title(dataset)
+        ax.legend()
+    figure.savefig(path)
+
+
+def _existing(run_dir: str | Path) -> Path:
+    path = Path(run_dir)
+    if not (path / "config.json").is_file():
+        raise UsageError(f"{path} is not a run folder (no config.json)")
+    return path
+
+
+def _agent_labels(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """The agent's name, plus the run folder's where one agent ran with different configs."""
+    configs: dict[str, list[Any]] = defaultdict(list)
+    for _, config in runs:
+        if config.get("agent_config") not in configs[config["agent"]]:
+            configs[config["agent"]].append(config.get("agent_config"))
+    return [
+        config["agent"] if len(configs[config["agent"]]) == 1 else f"{config['agent']} ({d.name})"
+        for d, config in runs
+    ]
+
+
+def _table(rows: list[Row]) -> list[str]:
+    ruler = any(r["kind"] == "ruler" for r in rows)
+    columns = ["length", "agent", "n", "sub-EM", "EM", "F1", "strict"]
+    columns += ["match_all"] if ruler else []
+    columns += ["nulls", "failed", "unboxed", "calls", "prompt tokens", "s/sample"]
+    lines = ["| " + " | ".join(columns) + " |"]
+    lines.append("|" + "|".join("---" if c == "agent" else "---:" for c in columns) + "|")
+    groups: dict[tuple[Any, str], list[Row]] = defaultdict(list)
+    for row in rows:
+        groups[(row["context_length"], row["agent"])].append(row)
+    for length, agent in sorted(groups, key=lambda k: (_length_key(k[0]), k[1])):
+        cells = [_show_length(length), agent, *_cells(groups[(length, agent)], ruler)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _cells(rows: list[Row], ruler: bool) -> list[str]:
+    done = [r for r in rows if r["status"] == DONE]
+    cells = [str(len(rows))]
+    cells += [_percent(rows, metric) for metric in ("sub_em", "em", "f1", "strict")]
+    if ruler:
+        cells.append(f"{mean(r.get('match_all') or 0.0 for r in rows):.1f}")
+    cells += [
+        str(sum(bool(r["null"]) for r in rows)),
+        str(sum(r["status"] == FAILED for r in rows)),
+        str(sum(not r["null"] and not r["boxed"] for r in done)),
+        _mean(done, "calls", "{:.1f}"),
+        _mean(done, "prompt_tokens", "{:.0f}"),
+        _mean(done, "seconds", "{:.2f}"),
+    ]
+    return cells
+
+
+def _percent(rows: list[Row], metric: str) -> str:
+    return f"{100 * mean(r.get(metric) or 0.0 for r in rows):.1f}"
+
+
+def _mean(rows: list[Row], key: str, fmt: str) -> str:
+    return fmt.format(mean(r[key] for r in rows)) if rows else "-"
+
+
+def _length_key(length: Any) -> tuple[int, float, str]:
+    """Numbers in numeric order, then text, then unknown."""
+    if isinstance(length, (int, float)):
+        return (0, float(length), "")
+    return (1, 0.0, str(length)) if length is not None else (2, 0.0, "")
+
+
+def _show_length(length: Any) -> str:
+    return "-" if length is None else str(length)
+
+
+def _curves(rows: Sequence[Row]) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """dataset -> agent -> [(length, accuracy %)], numeric lengths only."""
+    groups: dict[tuple[str, str, float], list[float]] = defaultdict(list)
+    for row in rows:
+        length = row["context_length"]
+        if isinstance(length, (int, float)) and length > 0:
+            key = (row["dataset"] or _NO_DATASET, row["agent"], float(length))
+            groups[key].append(row["accuracy"])
+    curves: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    for (dataset, agent, length), values in groups.items():
+        curves[dataset][agent].append((length, 100 * mean(values)))
+    return curves

@@ -1,0 +1,324 @@
+"""Run an agent over a set of samples: bounded concurrency, every sample recorded as it ends.
+
+A sample is scored from its final reply (the scorer extracts the box), its trace is written,
+and its row is committed before the next one is counted, so a killed run loses at most the
+samples in flight; rerunning skips what is done and retries what failed. A sample whose
+backend call fails, or that cannot fit the window, is a failed row, never a dropped one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tqdm import tqdm
+
+from ..agents.base import Agent, ProgressCallback
+from ..errors import BackendError, LongreadError, UsageError
+from ..trace import Conversation, Run
+from .records import Sample
+from .scoring import SCORERS, score_answer
+from .store import DONE, FAILED, RunStore, SampleResult
+
+# Builds one agent per sample around the shared backend, reporting each call to ``progress``.
+AgentFactory = Callable[[ProgressCallback], Agent]
+# Grouping keys for reports, in order of preference: the first present is the context length.
+# Group by the target length a set was built for (exact per-sample counts would scatter it).
+LENGTH_KEYS = ("length", "docs", "context_tokens")
+_SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+
+
+@dataclass
+class Summary:
+    """Totals over the given samples after this session, and where this session's time went.
+
+    ``overhead_seconds`` is wall time with no backend call in flight (loading, chunking,
+    scoring, writing, and the gaps between calls); ``backend_busy_seconds`` is the wall time
+    with at least one call in flight. ``backend_call_seconds`` sums every call's own latency,
+    so it exceeds the busy time when calls overlap. ``bookkeeping_seconds`` is the time spent
+    scoring, writing traces and recording rows, summed over samples (it may overlap calls)."""
+
+    total: int
+    done: int
+    failed: int
+    skipped: int  # already done before this session
+    ran: int  # attempted in this session
+    accuracy: float  # headline metric over all ``total`` samples, 0..1 (failed count as 0)
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    wall_seconds: float
+    backend_busy_seconds: float
+    backend_call_seconds: float
+    overhead_seconds: float
+    bookkeeping_seconds: float
+    concurrency: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Meter:
+    """Tokens and busy time from the agents' per-call progress callback.
+
+    Each call reports when it ended and how long it took, so its interval is known; the union
+    of the intervals is the time the backend was busy, however many calls overlapped."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.call_seconds = 0.0
+        self.bookkeeping_seconds = 0.0
+        self._intervals: list[tuple[float, float]] = []
+
+    def on_call(self, conversation: Conversation, expected_calls: int) -> None:
+        end = time.perf_counter()
+        self.calls += 1
+        self.prompt_tokens += conversation.prompt_tokens
+        self.completion_tokens += conversation.completion_tokens
+        self.call_seconds += conversation.seconds
+        self._intervals.append((end - conversation.seconds, end))
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def busy_seconds(self) -> float:
+        return _union_length(self._intervals)
+
+
+def _union_length(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by the ``(start, end)`` intervals, overlaps counted once."""
+    covered, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            covered += end - max(start, reach)
+            reach = end
+    return covered
+
+
+class _Bar:
+    """done/total with the accuracy so far, failures and tokens/s; ETA from tqdm."""
+
+    def __init__(self, enabled: bool, total: int, previous: list[SampleResult]) -> None:
+        self._correct = sum(r.headline for r in previous)
+        self._failed = 0  # earlier failures are being retried, so not counted yet
+        self._counted = len(previous)
+        self._started = time.perf_counter()
+        self._bar = tqdm(
+            total=total,
+            initial=len(previous),
+            unit="sample",
+            file=sys.stderr,
+            disable=not enabled,
+            dynamic_ncols=True,
+            mininterval=0.5,
+        )
+
+    def add(self, result: SampleResult, tokens: int) -> None:
+        self._correct += result.headline
+        self._failed += result.status == FAILED
+        self._counted += 1
+        elapsed = time.perf_counter() - self._started
+        postfix = {
+            "acc": f"{100 * self._correct / self._counted:.1f}%",
+            "failed": self._failed,
+            "tok/s": f"{tokens / elapsed:.0f}" if elapsed > 0 else "-",
+        }
+        self._bar.set_postfix(postfix, refresh=False)
+        self._bar.update(1)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+async def run_eval(
+    samples: Sequence[Sample],
+    agent_factory: AgentFactory,
+    store: RunStore,
+    concurrency: int,
+    progress: bool = True,
+    *,
+    max_consecutive_failures: int | None = 20,
+) -> Summary:
+    """Run every sample not yet done in ``store``, ``concurrency`` at a time, and return the
+    totals. Failed samples of an earlier session are retried.
+
+    ``max_consecutive_failures`` failed samples in a row stop the run with a BackendError (a
+    dead server should not turn ten thousand samples into failed rows); they stay recorded and
+    are retried by the next run. None never stops."""
+    if concurrency < 1:
+        raise UsageError("concurrency must be at least 1")
+    check_samples(samples)
+    done = store.done_ids()
+    todo = [s for s in samples if s.id not in done]
+    ids = {s.id for s in samples}
+    previous = [r for r in store.results() if r.sample_id in ids and r.status == DONE]
+    meter = _Meter()
+    bar = _Bar(progress, len(samples), previous)
+    streak = _FailureStreak(max_consecutive_failures)
+    pending = iter(todo)
+    started = time.perf_counter()
+
+    async def worker() -> None:
+        for sample in pending:  # one shared iterator: each sample is taken once
+            result = await _evaluate_sample(sample, agent_factory, meter, store)
+            store.record(result)  # durable before the sample is counted
+            bar.add(result, meter.tokens)
+            streak.add(result)
+
+    try:
+        await _run_workers(min(concurrency, len(todo)), worker)
+    finally:
+        bar.close()
+    wall = time.perf_counter() - started
+    summary = _summarise(samples, store, meter, len(todo), wall, concurrency)
+    store.save_summary(summary.to_dict())
+    return summary
+
+
+def check_samples(samples: Sequence[Sample]) -> None:
+    """Refuse data the store or the scorer cannot take, before any call is paid for."""
+    seen: set[str] = set()
+    for sample in samples:
+        if sample.id in seen:
+            raise UsageError(f"sample id {sample.id!r} occurs twice; ids must be unique")
+        seen.add(sample.id)
+        if not sample.answers:
+            raise UsageError(f"sample {sample.id!r} has no gold answers")
+        kind = sample.meta.get("kind", "qa")
+        if kind not in SCORERS:
+            raise UsageError(f"sample {sample.id!r} has unknown kind {kind!r}")
+
+
+async def _evaluate_sample(
+    sample: Sample, agent_factory: AgentFactory, meter: _Meter, store: RunStore
+) -> SampleResult:
+    """Run, score and trace one sample. Errors a user can act on (backend, budget, bad
+    sample) give a failed result; anything else is a bug and propagates."""
+    kind = sample.meta.get("kind", "qa")
+    try:
+        run = await agent_factory(meter.on_call).run(sample.question, sample.context)
+    except LongreadError as exc:
+        score = score_answer(None, sample.answers, kind=kind)
+        return _result(sample, FAILED, score.to_dict(), error=f"{type(exc).__name__}: {exc}")
+    began = time.perf_counter()
+    score = score_answer(run.final_reply, sample.answers, kind=kind)
+    trace = await asyncio.to_thread(_write_trace, store, sample.id, run)
+    result = _result(sample, DONE, score.to_dict(), cost=_cost(run), trace=trace)
+    meter.bookkeeping_seconds += time.perf_counter() - began
+    return result
+
+
+def context_length(meta: dict[str, Any]) -> int | str | None:
+    """What reports group lengths by: ``context_tokens``, else ``length``, else ``docs``."""
+    for key in LENGTH_KEYS:
+        value = meta.get(key)
+        if isinstance(value, (int, str)):
+            return value
+        if value is not None:
+            return str(value)
+    return None
+
+
+def trace_name(sample_id: str) -> str:
+    """A file name for the sample's trace; ids unsafe as names get a hash to stay unique."""
+    if _SAFE_ID.fullmatch(sample_id):
+        return f"{sample_id}.json"
+    digest = hashlib.sha1(sample_id.encode()).hexdigest()[:10]
+    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', sample_id)[:80]}-{digest}.json"
+
+
+def _result(sample: Sample, status: str, score: dict[str, Any], **extra: Any) -> SampleResult:
+    return SampleResult(
+        sample_id=sample.id,
+        status=status,
+        kind=sample.meta.get("kind", "qa"),
+        score=score,
+        dataset=sample.meta.get("dataset"),
+        context_length=context_length(sample.meta),
+        **extra,
+    )
+
+
+def _cost(run: Run) -> dict[str, Any]:
+    return {
+        "calls": run.calls,
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
+        "seconds": run.seconds,
+    }
+
+
+def _write_trace(store: RunStore, sample_id: str, run: Run) -> str:
+    relative = f"traces/{trace_name(sample_id)}"
+    run.save(store.run_dir / relative)
+    return relative
+
+
+class _FailureStreak:
+    """Stops a run whose samples keep failing, e.g. because the server is down."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.count = 0
+
+    def add(self, result: SampleResult) -> None:
+        self.count = self.count + 1 if result.status == FAILED else 0
+        if self.limit is not None and self.count >= self.limit:
+            raise BackendError(
+                f"{self.count} samples failed in a row, the last with: {result.error}; "
+                "stopping (failed samples are retried when you rerun the same command)"
+            )
+
+
+async def _run_workers(count: int, worker: Callable[[], Awaitable[None]]) -> None:
+    """Run ``count`` copies of ``worker``; the first to raise cancels the others."""
+    if count < 1:
+        return
+    tasks = [asyncio.ensure_future(worker()) for _ in range(count)]
+    try:
+        finished, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in finished:
+            task.result()  # re-raise the first error
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _summarise(
+    samples: Sequence[Sample],
+    store: RunStore,
+    meter: _Meter,
+    ran: int,
+    wall: float,
+    concurrency: int,
+) -> Summary:
+    ids = {s.id for s in samples}
+    rows = [r for r in store.results() if r.sample_id in ids]
+    busy = meter.busy_seconds()
+    return Summary(
+        total=len(samples),
+        done=sum(r.status == DONE for r in rows),
+        failed=sum(r.status == FAILED for r in rows),
+        skipped=len(samples) - ran,
+        ran=ran,
+        accuracy=sum(r.headline for r in rows) / len(samples) if samples else 0.0,
+        calls=meter.calls,
+        prompt_tokens=meter.prompt_tokens,
+        completion_tokens=meter.completion_tokens,
+        wall_seconds=wall,
+        backend_busy_seconds=busy,
+        backend_call_seconds=meter.call_seconds,
+        overhead_seconds=max(wall - busy, 0.0),
+        bookkeeping_seconds=meter.bookkeeping_seconds,
+        concurrency=concurrency,
+    )

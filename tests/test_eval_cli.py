@@ -1,0 +1,197 @@
+"""``longread eval run`` as a user runs it: a subprocess against a real HTTP server, killed
+for real in the middle, then resumed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from longread.cli import cli
+
+from .fake_openai_server import FakeOpenAIServer, Reply, completion_body, error_body
+
+CHAT = "/v1/chat/completions"
+
+
+def eval_command(*args: str) -> list[str]:
+    """The installed command once the main CLI registers ``eval``, else the group itself."""
+    if "eval" in cli.commands:
+        return [sys.executable, "-m", "longread.cli", "eval", *args]
+    code = "import sys; from longread.eval.cli import eval_group; eval_group.main(sys.argv[1:])"
+    return [sys.executable, "-c", code, *args]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as fake:
+        fake.always(CHAT, Reply(body=completion_body("noted \\boxed{7}")))
+        yield fake
+
+
+def write_data(path: Path, n: int, prefix: str = "s") -> Path:
+    """``n`` samples; the even ones have gold 7 (what the server answers), the odd ones 8."""
+    lines = []
+    for i in range(n):
+        record = {
+            "id": f"{prefix}{i:02d}",
+            "question": f"What is value number {i}?",
+            "context": f"Paragraph {i} says the value is {7 + i % 2}.",
+            "answers": [str(7 + i % 2)],
+            "meta": {"dataset": "toy", "context_tokens": 1000},
+        }
+        lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_args(server: FakeOpenAIServer, data: Path, out: Path, *extra: str) -> list[str]:
+    base = ["run", "--data", str(data), "--out", str(out), "--base-url", f"{server.url}/v1"]
+    return eval_command(*base, "--model", "m", "--retries", "0", *extra)
+
+
+def rows(out: Path) -> list[tuple[str, str]]:
+    """(sample id, status) of every row, read the way a second process would."""
+    if not (out / "results.sqlite").exists():
+        return []
+    db = sqlite3.connect(f"file:{out / 'results.sqlite'}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT sample_id, status FROM results").fetchall()
+    except sqlite3.OperationalError:  # the table is not created yet
+        return []
+    finally:
+        db.close()
+
+
+def wait_for_rows(out: Path, count: int, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while len(rows(out)) < count:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the run recorded too few samples in a minute"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_a_killed_run_resumes_without_duplicates_or_gaps(server, tmp_path, sig):
+    server.always(CHAT, Reply(body=completion_body("noted \\boxed{7}"), delay=0.1))
+    data, out = write_data(tmp_path / "data.jsonl", 16), tmp_path / "run"
+    args = run_args(server, data, out, "--agent", "memagent", "--concurrency", "2")
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_rows(out, 4, process)
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=60)
+    if sig == signal.SIGINT:
+        assert process.returncode == 130 and "interrupted" in stderr
+    else:
+        assert process.returncode == -signal.SIGKILL
+    survived = rows(out)
+    assert 4 <= len(survived) < 16
+    requests_before = len(server.requests_to(CHAT))
+
+    resumed = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    final = rows(out)
+    assert sorted(i for i, _ in final) == [f"s{i:02d}" for i in range(16)]
+    assert {s for _, s in final} == {"done"}
+    # Only the samples without a row were run again: two calls each (one chunk, one answer).
+    assert len(server.requests_to(CHAT)) - requests_before == 2 * (16 - len(survived))
+    assert len(list((out / "traces").glob("*.json"))) == 16
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["done"], summary["skipped"], summary["accuracy"]) == (16, len(survived), 0.5)
+    assert "16/16 done, 0 failed, accuracy 50.0%" in resumed.stdout
+
+
+def test_failed_calls_are_recorded_counted_and_retried(server, tmp_path):
+    server.script(CHAT, *[Reply(500, error_body("overloaded", 500))] * 2)
+    data, out = write_data(tmp_path / "data.jsonl", 4), tmp_path / "run"
+    args = run_args(server, data, out, "--agent", "full", "--concurrency", "1", "--no-progress")
+    first = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert sorted(rows(out)) == [
+        ("s00", "failed"),
+        ("s01", "failed"),
+        ("s02", "done"),
+        ("s03", "done"),
+    ]
+    summary = json.loads((out / "summary.json").read_text())
+    # s02 (gold 7) is right, s03 (gold 8) wrong, the two failures count as wrong.
+    assert (summary["done"], summary["failed"], summary["accuracy"]) == (2, 2, 0.25)
+    assert "2 sample(s) failed; rerun the same command" in first.stderr
+    db = sqlite3.connect(out / "results.sqlite")
+    errors = [e for (e,) in db.execute("SELECT error FROM results WHERE status = 'failed'")]
+    db.close()
+    assert len(errors) == 2 and all("500" in e and "overloaded" in e for e in errors)
+
+    calls_before = len(server.requests_to(CHAT))
+    second = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert len(server.requests_to(CHAT)) - calls_before == 2  # only the failed two
+    assert {s for _, s in rows(out)} == {"done"}
+    assert "4/4 done, 0 failed, accuracy 50.0%" in second.stdout
+
+
+def test_resuming_with_another_agent_is_refused(server, tmp_path):
+    data, out = write_data(tmp_path / "data.jsonl", 2), tmp_path / "run"
+    first = subprocess.run(
+        run_args(server, data, out, "--agent", "full", "--no-progress"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert first.returncode == 0, first.stderr
+    calls = len(server.requests_to(CHAT))
+    refused = subprocess.run(
+        run_args(server, data, out, "--agent", "full", "--final-tokens", "64", "--no-progress"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2
+    assert "different agent_config.final_tokens (saved 1024, now 64)" in refused.stderr
+    assert len(server.requests_to(CHAT)) == calls
+
+
+def test_no_more_requests_in_flight_than_the_concurrency(server, tmp_path):
+    server.always(CHAT, Reply(body=completion_body("\\boxed{7}"), delay=0.3))
+    data, out = write_data(tmp_path / "data.jsonl", 9), tmp_path / "run"
+    args = run_args(server, data, out, "--agent", "full", "--concurrency", "3", "--no-progress")
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert 2 <= server.max_in_flight <= 3
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["done"], summary["concurrency"], summary["calls"]) == (9, 3, 9)
+    # Where the time went is reported: overhead is the wall time with no call in flight.
+    assert summary["overhead_seconds"] == pytest.approx(
+        summary["wall_seconds"] - summary["backend_busy_seconds"]
+    )
+    assert "overhead" in result.stdout
+
+
+def test_a_folder_is_every_jsonl_in_it_and_limit_takes_the_first(server, tmp_path):
+    data, out = tmp_path / "data", tmp_path / "run"
+    data.mkdir()
+    write_data(data / "b.jsonl", 2, prefix="b")
+    write_data(data / "a.jsonl", 2, prefix="a")
+    (data / "notes.txt").write_text("not data")
+    args = run_args(server, data, out, "--agent", "full", "--limit", "3", "--no-progress")
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert sorted(rows(out)) == [("a00", "done"), ("a01", "done"), ("b00", "done")]
+    config = json.loads((out / "config.json").read_text())
+    assert config["agent"] == "full" and config["data"] == str(data.resolve())
+    assert config["backend"]["max_concurrency"] == 4 and "api_key" not in config["backend"]
+
+
+def test_data_errors_are_one_line_and_exit_2(server, tmp_path):
+    (tmp_path / "empty").mkdir()
+    args = run_args(server, tmp_path / "empty", tmp_path / "run", "--agent", "full")
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr == f"longread: error: {tmp_path / 'empty'} holds no *.jsonl files\n"

@@ -1,0 +1,174 @@
+"""Reports from real run folders: hand-computed accuracies, counts and means."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from statistics import mean
+
+import pytest
+from click.testing import CliRunner
+
+from longread.errors import BackendError, UsageError
+from longread.eval.cli import eval_group
+from longread.eval.report import load_runs, markdown_report, plot_accuracy
+from longread.eval.runner import run_eval
+
+from .eval_helpers import AnswerBackend, factory, open_store, question, sample
+
+TOY = [
+    sample("a1", ["Paris"], dataset="toy", context_tokens=1000),
+    sample("a2", ["Paris"], dataset="toy", context_tokens=1000),
+    sample("a3", ["Paris"], dataset="toy", context_tokens=1000),
+    sample("a4", ["Paris"], dataset="toy", context_tokens=1000),
+    sample("b1", ["Paris"], dataset="toy", context_tokens=8000),
+    sample("b2", ["Paris"], dataset="toy", context_tokens=8000),
+]
+NIAH = [
+    sample("r1", ["11", "22"], dataset="niah", kind="ruler", context_tokens=4096),
+    sample("r2", ["11", "22"], dataset="niah", kind="ruler", context_tokens=4096),
+]
+FULL_REPLIES = {
+    "a1": "\\boxed{Paris}",  # right
+    "a2": "\\boxed{Rome}",  # wrong
+    "a3": "Paris",  # right without a box: lenient metrics only
+    "a4": BackendError("server answered 500"),  # failed: a null in the denominator
+    "b1": "\\boxed{}",  # empty answer: a null, not a failure
+    "b2": "\\boxed{The Paris}",  # right after normalisation, not strictly
+    "r1": "\\boxed{11}",  # half the needles
+    "r2": "\\boxed{11, 22}",  # all of them
+}
+FULL_TOKENS = {"a1": 2000, "a2": 3000, "a3": 4000, "b1": 1000, "b2": 2000, "r1": 100, "r2": 100}
+
+
+def backend(replies, tokens) -> AnswerBackend:
+    return AnswerBackend(
+        {question(k): v for k, v in replies.items()},
+        prompt_tokens={question(k): v for k, v in tokens.items()},
+    )
+
+
+@pytest.fixture
+async def run_dirs(tmp_path):
+    full = backend(FULL_REPLIES, FULL_TOKENS)
+    with open_store(tmp_path / "full", "full") as store:
+        await run_eval(TOY + NIAH, factory(full, "full"), store, 2, progress=False)
+    rag = backend(dict.fromkeys(FULL_REPLIES, "\\boxed{Paris}"), dict.fromkeys(FULL_REPLIES, 500))
+    with open_store(tmp_path / "rag", "rag") as store:
+        await run_eval(TOY, factory(rag, "rag"), store, 2, progress=False)
+    return [tmp_path / "full", tmp_path / "rag"]
+
+
+def table_rows(markdown: str) -> dict[tuple[str, str, str], list[str]]:
+    """(dataset, length, agent) -> the remaining cells of that table line."""
+    rows, dataset = {}, ""
+    for line in markdown.splitlines():
+        if line.startswith("## "):
+            dataset = line[3:]
+        elif line.startswith("| ") and not line.startswith("| length"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[(dataset, cells[0], cells[1])] = cells[2:]
+    return rows
+
+
+def mean_seconds(rows, agent, length) -> str:
+    done = [r for r in rows if r["agent"] == agent and r["context_length"] == length]
+    return f"{mean(r['seconds'] for r in done if r['status'] == 'done'):.2f}"
+
+
+async def test_markdown_numbers_match_a_hand_count(run_dirs):
+    rows = load_runs(run_dirs)
+    tables = table_rows(markdown_report(rows))
+    s = lambda agent, length: mean_seconds(rows, agent, length)  # noqa: E731
+    # n, sub-EM, EM, F1, strict, [match_all], nulls, failed, unboxed, calls, prompt tokens, s
+    toy_full = ["4", "50.0", "50.0", "50.0", "25.0", "1", "1", "1", "1.0", "3000"]
+    toy_full_8k = ["2", "50.0", "50.0", "50.0", "0.0", "1", "0", "0", "1.0", "1500"]
+    rag_all_right = ["100.0", "100.0", "100.0", "100.0", "0", "0", "0", "1.0", "500"]
+    # r2 "11 22": F1 2/3 against "11"; EM and strict need an exact alias.
+    niah = ["2", "100.0", "50.0", "83.3", "50.0", "75.0", "0", "0", "0", "1.0", "100"]
+    assert tables == {
+        ("toy", "1000", "full"): [*toy_full, s("full", 1000)],
+        ("toy", "1000", "rag"): ["4", *rag_all_right, s("rag", 1000)],
+        ("toy", "8000", "full"): [*toy_full_8k, s("full", 8000)],
+        ("toy", "8000", "rag"): ["2", *rag_all_right, s("rag", 8000)],
+        ("niah", "4096", "full"): [*niah, s("full", 4096)],
+    }
+
+
+async def test_rows_carry_what_reports_group_by(run_dirs):
+    rows = load_runs(run_dirs)
+    assert len(rows) == 8 + 6
+    a4 = next(r for r in rows if r["sample_id"] == "a4" and r["agent"] == "full")
+    assert (a4["status"], a4["null"], a4["accuracy"]) == ("failed", True, 0.0)
+    assert a4["error"] == "BackendError: server answered 500"
+    r1 = next(r for r in rows if r["sample_id"] == "r1")
+    assert (r1["dataset"], r1["kind"], r1["context_length"], r1["accuracy"]) == (
+        "niah",
+        "ruler",
+        4096,
+        0.5,
+    )
+
+
+async def test_one_agent_with_two_configs_gets_two_labels(tmp_path):
+    for name, config in (("x", {"final_tokens": 10}), ("y", {"final_tokens": 20})):
+        with open_store(tmp_path / name, "full") as store:
+            config_path = store.config_path
+            saved = json.loads(config_path.read_text())
+            config_path.write_text(json.dumps({**saved, "agent_config": config}))
+            replies = {"a1": "\\boxed{Paris}"}
+            await run_eval(TOY[:1], factory(backend(replies, {})), store, 1, progress=False)
+    agents = {r["agent"] for r in load_runs([tmp_path / "x", tmp_path / "y"])}
+    assert agents == {"full (x)", "full (y)"}
+
+
+async def test_report_command_writes_markdown_and_json(run_dirs, tmp_path):
+    out, rows_path = tmp_path / "report.md", tmp_path / "rows.jsonl"
+    args = ["report", *map(str, run_dirs), "--markdown", str(out), "--json", str(rows_path)]
+    result = CliRunner().invoke(eval_group, args)
+    assert result.exit_code == 0, result.output
+    rows = load_runs(run_dirs)
+    assert out.read_text() == markdown_report(rows)
+    assert [json.loads(line) for line in rows_path.read_text().splitlines()] == rows
+    printed = CliRunner().invoke(eval_group, ["report", str(run_dirs[0])])
+    assert printed.stdout == markdown_report(load_runs(run_dirs[:1]))
+
+
+def test_report_of_a_folder_without_a_run_is_a_usage_error(tmp_path):
+    result = CliRunner().invoke(eval_group, ["report", str(tmp_path)])
+    assert result.exit_code == 2
+    assert (
+        result.stderr.strip() == f"longread: error: {tmp_path} is not a run folder (no config.json)"
+    )
+
+
+@pytest.fixture
+def no_matplotlib(monkeypatch):
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+
+
+async def test_plotting_without_matplotlib_says_how_to_get_it(run_dirs, tmp_path, no_matplotlib):
+    rows = load_runs(run_dirs)
+    with pytest.raises(UsageError) as error:
+        plot_accuracy(rows, tmp_path / "plot.png")
+    assert str(error.value) == "plotting needs matplotlib: pip install 'longread[eval]'"
+    args = ["report", str(run_dirs[0]), "--plot", str(tmp_path / "plot.png")]
+    result = CliRunner().invoke(eval_group, args)
+    assert result.exit_code == 2
+    assert "pip install 'longread[eval]'" in result.stderr
+    assert not (tmp_path / "plot.png").exists()
+
+
+async def test_plot_is_written(run_dirs, tmp_path):
+    pytest.importorskip("matplotlib")
+    plot_accuracy(load_runs(run_dirs), tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").read_bytes().startswith(b"\x89PNG")
+    with pytest.raises(UsageError, match="no sample has a numeric context length"):
+        plot_accuracy([], tmp_path / "empty.png")
