@@ -30,6 +30,7 @@ from .base import (
     require_question,
 )
 from .budget import MIN_CHUNK_TOKENS, ChunkPlan, fixed_cost, plan_chunk
+from .config import SamplingConfig
 from .prompts import render
 
 # Cut size offered to callers that pre-cut files when the window is unknown: the full-context
@@ -46,63 +47,30 @@ _SNAP_CHARS = 32
 BM25_STOPWORDS = "en_plus"
 
 
-def _check_answer_settings(config: FullContextConfig | RAGConfig) -> None:
-    if config.final_tokens < 1:
-        raise UsageError("final_tokens must be a positive number of tokens")
-    if not 0.0 <= config.temperature <= 2.0:
-        raise UsageError("temperature must be between 0 and 2")
-    if not 0.0 < config.top_p <= 1.0:
-        raise UsageError("top_p must be in (0, 1]")
-
-
 @dataclass
-class FullContextConfig:
-    """Full-context baseline settings."""
+class FullContextConfig(SamplingConfig):
+    """Full-context baseline settings. Prompt file: full_answer.txt."""
 
     final_tokens: int = 1024  # max new tokens of the answer (kept free in the window)
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int | None = None
-    prompt_dir: str | None = None  # folder overriding full_answer.txt
 
     def __post_init__(self) -> None:
-        _check_answer_settings(self)
-
-    def params(self) -> SamplingParams:
-        return SamplingParams(
-            max_tokens=self.final_tokens,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            seed=self.seed,
-        )
+        super().__post_init__()
+        self.require_positive("final_tokens")
 
 
 @dataclass
-class RAGConfig:
-    """BM25 retrieval baseline settings."""
+class RAGConfig(SamplingConfig):
+    """BM25 retrieval baseline settings. Prompt file: rag_answer.txt."""
 
     rag_chunk_tokens: int = 512  # size of the retrieval units (shrunk to fit the window)
     rag_k: int = 4  # chunks retrieved; fewer when k chunks do not fit the window
     final_tokens: int = 1024  # max new tokens of the answer (kept free in the window)
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int | None = None
-    prompt_dir: str | None = None  # folder overriding rag_answer.txt
 
     def __post_init__(self) -> None:
-        if self.rag_chunk_tokens < 1:
-            raise UsageError("rag_chunk_tokens must be a positive number of tokens")
+        super().__post_init__()
+        self.require_positive("rag_chunk_tokens", "final_tokens")
         if self.rag_k < 1:
             raise UsageError("rag_k must be at least 1")
-        _check_answer_settings(self)
-
-    def params(self) -> SamplingParams:
-        return SamplingParams(
-            max_tokens=self.final_tokens,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            seed=self.seed,
-        )
 
 
 # --- the answer call both baselines share ---------------------------------------------------------
@@ -300,7 +268,10 @@ class FullContext(AgentBase[FullContextConfig]):
         ctx = self.context(1)
         messages = full_messages(question, cut.text, self.config.prompt_dir)
         conversation = await answer_step(
-            ctx, self.config.params(), messages, truncated_tokens=cut.cut_tokens
+            ctx,
+            self.config.params(self.config.final_tokens),
+            messages,
+            truncated_tokens=cut.cut_tokens,
         )
         notes = []
         if cut.cut_tokens:
@@ -445,7 +416,7 @@ class RAG(AgentBase[RAGConfig]):
         ctx = self.context(1)
         conversation = await answer_step(
             ctx,
-            self.config.params(),
+            self.config.params(self.config.final_tokens),
             selection.messages,
             retrieved_chunks=[c.index for c in selection.ranked],
         )

@@ -10,8 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from ..errors import UsageError
-from ..llm.base import Message, SamplingParams
+from ..llm.base import Message
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
 from ..trace import (
@@ -30,36 +29,24 @@ from .base import (
     require_question,
 )
 from .budget import ChunkPlan, check_fits, plan_chunk
+from .config import SamplingConfig
 from .prompts import render
 
 NO_MEMORY = "No previous memory"
 
 
 @dataclass
-class MemAgentConfig:
-    """MemAgent settings; defaults are the paper's (chunk 5000, memory 1024, final 1024)."""
+class MemAgentConfig(SamplingConfig):
+    """MemAgent settings; defaults are the paper's (chunk 5000, memory 1024, final 1024).
+    Prompt files: memagent_update.txt, memagent_final.txt."""
 
     chunk_tokens: int = 5000  # largest chunk; shrunk automatically to fit the window
     memory_tokens: int = 1024  # max new tokens of each memory rewrite (the memory cap)
     final_tokens: int = 1024  # max new tokens of the final answer
-    temperature: float = 0.0  # greedy by default; the papers sample at 0.7 / top-p 0.95 in eval
-    top_p: float = 1.0
-    seed: int | None = None
-    prompt_dir: str | None = None  # folder overriding memagent_update.txt / memagent_final.txt
 
     def __post_init__(self) -> None:
-        for name in ("chunk_tokens", "memory_tokens", "final_tokens"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"{name} must be a positive number of tokens")
-        if not 0.0 <= self.temperature <= 2.0:
-            raise UsageError("temperature must be between 0 and 2")
-        if not 0.0 < self.top_p <= 1.0:
-            raise UsageError("top_p must be in (0, 1]")
-
-    def params(self, max_tokens: int) -> SamplingParams:
-        return SamplingParams(
-            max_tokens=max_tokens, temperature=self.temperature, top_p=self.top_p, seed=self.seed
-        )
+        super().__post_init__()
+        self.require_positive("chunk_tokens", "memory_tokens", "final_tokens")
 
 
 def update_messages(

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ..errors import UsageError
-from ..llm.base import LLMBackend, Message, SamplingParams
+from ..llm.base import LLMBackend, Message
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
 from ..trace import (
@@ -54,6 +54,7 @@ from .base import (
     require_question,
 )
 from .budget import ChunkPlan, check_fits, plan_chunk
+from .config import SamplingConfig
 from .memagent import NO_MEMORY, run_notes
 from .prompts import render
 from .recall import DEFAULT_THRESHOLD, MemoryHistory, RecallHit, TfidfHistory
@@ -65,7 +66,7 @@ _RECALL_LABEL_TOKENS = 16
 
 
 @dataclass
-class ReMemR1Config:
+class ReMemR1Config(SamplingConfig):
     """ReMemR1 settings. Budgets are the reference's (chunk 5000, step output 2048, final 2048);
     with those, a step needs a window of about 12K tokens, and the chunk shrinks on smaller
     windows. The reference evaluates sampling at temperature 0.7, top-p 0.95; the default here
@@ -78,28 +79,14 @@ class ReMemR1Config:
     final_tokens: int = 2048  # max new tokens of the final answer
     recall_top_k: int = 1  # memories a recall brings back (the reference: 1)
     recall_threshold: float = DEFAULT_THRESHOLD  # TF-IDF cosine below which nothing is recalled
-    temperature: float = 0.0  # greedy by default; the reference samples at 0.7 in evaluation
-    top_p: float = 1.0  # the reference uses 0.95
-    seed: int | None = None
-    prompt_dir: str | None = None  # folder overriding rememr1_step.txt / rememr1_final.txt
 
     def __post_init__(self) -> None:
-        for name in ("chunk_tokens", "memory_tokens", "final_tokens"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"{name} must be a positive number of tokens")
+        super().__post_init__()
+        self.require_positive("chunk_tokens", "memory_tokens", "final_tokens")
         if self.recall_top_k < 1:
             raise UsageError("recall_top_k must be at least 1")
         if not 0.0 <= self.recall_threshold <= 1.0:
             raise UsageError("recall_threshold must be a cosine between 0 and 1")
-        if not 0.0 <= self.temperature <= 2.0:
-            raise UsageError("temperature must be between 0 and 2")
-        if not 0.0 < self.top_p <= 1.0:
-            raise UsageError("top_p must be in (0, 1]")
-
-    def params(self, max_tokens: int) -> SamplingParams:
-        return SamplingParams(
-            max_tokens=max_tokens, temperature=self.temperature, top_p=self.top_p, seed=self.seed
-        )
 
 
 # --- prompts -------------------------------------------------------------------------------
