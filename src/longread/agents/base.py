@@ -15,6 +15,7 @@ from ..text.chunking import Chunk, chunk_text
 from ..text.tokenizer import Tokenizer
 from ..trace import ANSWER_TRUNCATED, NO_BOXED_ANSWER, Conversation, Run
 from .answer import extract_boxed, strip_think
+from .budget import ChunkPlan
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,19 @@ class AgentBase(Generic[ConfigT]):
         self.tokenizer = tokenizer
         self.config: ConfigT = config if config is not None else self.config_class()
         self.progress = progress
+
+    def plan(self, question: str) -> ChunkPlan:
+        """The chunk size this agent will use for ``question`` on its backend's window."""
+        raise NotImplementedError
+
+    async def prepare(
+        self, question: str, document: Document
+    ) -> tuple[str, ChunkPlan, list[Chunk]]:
+        """The checked question, the chunk plan for it, and the document cut to that plan."""
+        question = require_question(question)
+        plan = self.plan(question)
+        chunks = await prepare_chunks(document, self.tokenizer, plan.chunk_tokens)
+        return question, plan, chunks
 
     def context(self, expected_calls: int) -> CallContext:
         """A CallContext for one run expected to make ``expected_calls`` calls."""

@@ -24,9 +24,7 @@ from .base import (
     CallContext,
     Document,
     finish_run,
-    prepare_chunks,
     read_answer,
-    require_question,
 )
 from .budget import ChunkPlan, check_fits, plan_chunk
 from .config import SamplingConfig
@@ -148,9 +146,7 @@ class MemAgent(AgentBase[MemAgentConfig]):
 
     async def run(self, question: str, document: Document) -> Run:
         start = time.perf_counter()
-        question = require_question(question)
-        plan = self.plan(question)
-        chunks = await prepare_chunks(document, self.tokenizer, plan.chunk_tokens)
+        question, plan, chunks = await self.prepare(question, document)
         ctx = self.context(len(chunks) + 1)
         memory, conversations = await read_with_memory(ctx, self.config, question, chunks)
         final = await final_step(ctx, self.config, question, memory, len(conversations))

@@ -24,8 +24,6 @@ from .base import (
     CallContext,
     Document,
     finish_run,
-    prepare_chunks,
-    require_question,
 )
 from .budget import ChunkPlan, check_fits
 from .memagent import MemAgentConfig, final_step, plan_memagent_chunk, read_with_memory, run_notes
@@ -140,9 +138,7 @@ class MemReread(AgentBase[MemRereadConfig]):
 
     async def run(self, question: str, document: Document) -> Run:
         start = time.perf_counter()
-        question = require_question(question)
-        plan = self.plan(question)
-        chunks = await prepare_chunks(document, self.tokenizer, plan.chunk_tokens)
+        question, plan, chunks = await self.prepare(question, document)
         ctx = self.context(len(chunks) + 2)
         memory, trace = await read_with_memory(ctx, self.config, question, chunks, phase="root")
         memory = await self._reread_rounds(ctx, question, memory, chunks, trace)

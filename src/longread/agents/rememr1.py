@@ -49,9 +49,7 @@ from .base import (
     Document,
     ProgressCallback,
     finish_run,
-    prepare_chunks,
     read_answer,
-    require_question,
 )
 from .budget import ChunkPlan, check_fits, plan_chunk
 from .config import SamplingConfig
@@ -345,9 +343,7 @@ class ReMemR1(AgentBase[ReMemR1Config]):
     async def run(self, question: str, document: Document) -> Run:
         """Read ``document`` step by step, then answer ``question`` from the memories."""
         start = time.perf_counter()
-        question = require_question(question)
-        plan = self.plan(question)
-        chunks = await prepare_chunks(document, self.tokenizer, plan.chunk_tokens)
+        question, plan, chunks = await self.prepare(question, document)
         ctx = self.context(len(chunks) + 1)
         memory, recalled, conversations = await read_with_recall(
             ctx, self.config, question, chunks, self.new_history()
