@@ -106,6 +106,13 @@ def test_a_killed_run_resumes_without_duplicates_or_gaps(server, tmp_path, sig):
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["done"], summary["skipped"], summary["accuracy"]) == (16, len(survived), 0.5)
     assert "16/16 done, 0 failed, accuracy 50.0%" in resumed.stdout
+    sessions = [json.loads(x) for x in (out / "sessions.jsonl").read_text().splitlines()]
+    if sig == signal.SIGINT:  # the interrupted session's time is kept for the run's totals
+        assert [s["interrupted"] for s in sessions] == [True, False]
+        assert sessions[0]["ran"] == len(survived) and sessions[0]["wall_seconds"] > 0
+    else:  # a killed process writes nothing more
+        assert [s["interrupted"] for s in sessions] == [False]
+    assert sum(s["ran"] for s in sessions) == (16 if sig == signal.SIGINT else 16 - len(survived))
 
 
 def test_failed_calls_are_recorded_counted_and_retried(server, tmp_path):

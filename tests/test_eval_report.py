@@ -11,7 +11,13 @@ from click.testing import CliRunner
 
 from longread.errors import BackendError, UsageError
 from longread.eval.cli import eval_group
-from longread.eval.report import load_runs, markdown_report, plot_accuracy
+from longread.eval.report import (
+    load_runs,
+    markdown_report,
+    plot_accuracy,
+    run_time_report,
+    run_times,
+)
 from longread.eval.runner import run_eval
 
 from .eval_helpers import AnswerBackend, factory, open_store, question, sample
@@ -128,10 +134,34 @@ async def test_report_command_writes_markdown_and_json(run_dirs, tmp_path):
     result = CliRunner().invoke(eval_group, args)
     assert result.exit_code == 0, result.output
     rows = load_runs(run_dirs)
-    assert out.read_text() == markdown_report(rows)
+    times = run_time_report(run_times(run_dirs))
+    assert out.read_text() == markdown_report(rows) + "\n" + times
     assert [json.loads(line) for line in rows_path.read_text().splitlines()] == rows
     printed = CliRunner().invoke(eval_group, ["report", str(run_dirs[0])])
-    assert printed.stdout == markdown_report(load_runs(run_dirs[:1]))
+    expected = markdown_report(load_runs(run_dirs[:1])) + "\n"
+    assert printed.stdout == expected + run_time_report(run_times(run_dirs[:1]))
+
+
+def session(ran: int, wall: float, busy: float, **extra: object) -> str:
+    times = {"wall_seconds": wall, "backend_busy_seconds": busy, "overhead_seconds": wall - busy}
+    return json.dumps({"ran": ran, **times, **extra}) + "\n"
+
+
+async def test_run_time_sums_every_session_including_interrupted_ones(run_dirs):
+    full, rag = run_dirs
+    (full / "sessions.jsonl").write_text(
+        session(3, 100.0, 96.0, interrupted=True) + session(5, 300.0, 299.0)
+    )
+    (rag / "sessions.jsonl").unlink()  # every session killed outright: nothing recorded
+    times = run_times(run_dirs)
+    assert [(t["sessions"], t["samples"], t["wall_seconds"]) for t in times] == [
+        (2, 8, 400.0),
+        (0, 0, 0),
+    ]
+    lines = run_time_report(times).splitlines()
+    assert "| full | 2 | 8 | 400.0 | 395.0 | 5.0 | 1.25% |" in lines
+    assert "| rag | 0 | 0 | 0.0 | 0.0 | 0.0 | - |" in lines
+    assert "| **total** | 2 | 8 | 400.0 | 395.0 | 5.0 | 1.25% |" in lines
 
 
 def test_report_of_a_folder_without_a_run_is_a_usage_error(tmp_path):

@@ -16,7 +16,7 @@ from ..cli_options import agent_options, backend_options, backend_settings, run_
 from ..errors import LongreadError, UsageError
 from ..llm.factory import BackendSettings
 from .records import Sample
-from .report import load_runs, markdown_report, plot_accuracy
+from .report import load_runs, markdown_report, plot_accuracy, run_time_report, run_times
 from .runner import Summary
 
 
@@ -158,10 +158,11 @@ def report(
     plot_path: str | None,
     json_path: str | None,
 ) -> None:
-    """Tables (and a plot) of one or more run folders RUN_DIRS."""
+    """Tables (and a plot) of one or more run folders RUN_DIRS: accuracy and cost per
+    dataset x context length x agent, then where each run's time went."""
     try:
         rows = load_runs(run_dirs)
-        text = markdown_report(rows)
+        text = markdown_report(rows) + "\n" + run_time_report(run_times(run_dirs))
         if plot_path:
             plot_accuracy(rows, plot_path)
     except LongreadError as exc:

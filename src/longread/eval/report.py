@@ -6,6 +6,7 @@ Every row the store holds carries what it is grouped by (dataset, kind, context 
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -25,6 +26,14 @@ _LEGEND = (
     "failed: runs that raised (backend or budget error), also among the nulls; "
     "unboxed: answers given without \\boxed{}. "
     "calls, prompt tokens and seconds are means over the samples that finished."
+)
+
+_TIME_KEYS = ("wall_seconds", "backend_busy_seconds", "overhead_seconds")
+_COUNT_KEYS = ("sessions", "samples", *_TIME_KEYS)
+_TIME_LEGEND = (
+    "Summed over every session of each run (interrupted ones included). backend s: wall time "
+    "with a model call in flight; overhead s: the rest (loading data, chunking, scoring, "
+    "writing traces and results, and the gaps between calls)."
 )
 
 
@@ -65,6 +74,50 @@ def markdown_report(rows: Sequence[Row]) -> str:
         parts += [f"## {dataset}", "", *_table(by_dataset[dataset]), ""]
     parts.append(_LEGEND)
     return "\n".join(parts) + "\n"
+
+
+def run_times(run_dirs: Iterable[str | Path]) -> list[Row]:
+    """Per run folder, where its time went, summed over every session in ``sessions.jsonl``:
+    sessions, samples (finished in those sessions), wall, backend busy and overhead seconds.
+    A session killed outright (SIGKILL, power loss) leaves no record, so its time is missing."""
+    rows = []
+    for run_dir in run_dirs:
+        path = _existing(run_dir) / "sessions.jsonl"
+        sessions = (
+            [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+        )
+        rows.append(
+            {
+                "run_dir": str(run_dir),
+                "sessions": len(sessions),
+                "samples": sum(s["ran"] for s in sessions),
+                **{key: sum(s[key] for s in sessions) for key in _TIME_KEYS},
+            }
+        )
+    return rows
+
+
+def run_time_report(times: Sequence[Row]) -> str:
+    """A Markdown table of :func:`run_times` with a total line and the overhead's share."""
+    lines = [
+        "## Run time",
+        "",
+        "| run | sessions | samples | wall s | backend s | overhead s | overhead |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    total = {"run_dir": "**total**", **{k: sum(t[k] for t in times) for k in _COUNT_KEYS}}
+    for row in [*times, total]:
+        wall, busy, overhead = (row[k] for k in _TIME_KEYS)
+        share = f"{100 * overhead / wall:.2f}%" if wall else "-"
+        name = row["run_dir"] if row is total else Path(row["run_dir"]).name
+        cells = [name, str(row["sessions"]), str(row["samples"])]
+        lines.append(
+            "| "
+            + " | ".join([*cells, f"{wall:.1f}", f"{busy:.1f}", f"{overhead:.1f}", share])
+            + " |"
+        )
+    lines += ["", _TIME_LEGEND]
+    return "\n".join(lines) + "\n"
 
 
 def plot_accuracy(rows: Sequence[Row], path: str | Path) -> None:

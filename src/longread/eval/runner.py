@@ -48,7 +48,7 @@ class Summary:
     done: int
     failed: int
     skipped: int  # already done before this session
-    ran: int  # attempted in this session
+    ran: int  # finished (done or failed) in this session
     accuracy: float  # headline metric over all ``total`` samples, 0..1 (failed count as 0)
     calls: int
     prompt_tokens: int
@@ -59,6 +59,7 @@ class Summary:
     overhead_seconds: float
     bookkeeping_seconds: float
     concurrency: int
+    interrupted: bool = False  # stopped early (Ctrl-C, a kill signal, a failure streak, a bug)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -149,7 +150,8 @@ async def run_eval(
     max_consecutive_failures: int | None = 20,
 ) -> Summary:
     """Run every sample not yet done in ``store``, ``concurrency`` at a time, and return the
-    totals. Failed samples of an earlier session are retried.
+    totals. Failed samples of an earlier session are retried. The session's summary is saved
+    even when the run is stopped early, so its time still counts in the run's totals.
 
     ``max_consecutive_failures`` failed samples in a row stop the run with a BackendError (a
     dead server should not turn ten thousand samples into failed rows); they stay recorded and
@@ -165,22 +167,35 @@ async def run_eval(
     bar = _Bar(progress, len(samples), previous)
     streak = _FailureStreak(max_consecutive_failures)
     pending = iter(todo)
+    finished: list[SampleResult] = []
     started = time.perf_counter()
 
     async def worker() -> None:
         for sample in pending:  # one shared iterator: each sample is taken once
             result = await _evaluate_sample(sample, agent_factory, meter, store)
             store.record(result)  # durable before the sample is counted
+            finished.append(result)
             bar.add(result, meter.tokens)
             streak.add(result)
 
+    interrupted = True
     try:
         await _run_workers(min(concurrency, len(todo)), worker)
+        interrupted = False
     finally:
         bar.close()
-    wall = time.perf_counter() - started
-    summary = _summarise(samples, store, meter, len(todo), wall, concurrency)
-    store.save_summary(summary.to_dict())
+        wall = time.perf_counter() - started
+        summary = _summarise(
+            samples,
+            store,
+            meter,
+            ran=len(finished),
+            skipped=len(samples) - len(todo),
+            wall=wall,
+            concurrency=concurrency,
+            interrupted=interrupted,
+        )
+        store.save_summary(summary.to_dict())
     return summary
 
 
@@ -298,9 +313,12 @@ def _summarise(
     samples: Sequence[Sample],
     store: RunStore,
     meter: _Meter,
+    *,
     ran: int,
+    skipped: int,
     wall: float,
     concurrency: int,
+    interrupted: bool,
 ) -> Summary:
     ids = {s.id for s in samples}
     rows = [r for r in store.results() if r.sample_id in ids]
@@ -309,7 +327,7 @@ def _summarise(
         total=len(samples),
         done=sum(r.status == DONE for r in rows),
         failed=sum(r.status == FAILED for r in rows),
-        skipped=len(samples) - ran,
+        skipped=skipped,
         ran=ran,
         accuracy=sum(r.headline for r in rows) / len(samples) if samples else 0.0,
         calls=meter.calls,
@@ -321,4 +339,5 @@ def _summarise(
         overhead_seconds=max(wall - busy, 0.0),
         bookkeeping_seconds=meter.bookkeeping_seconds,
         concurrency=concurrency,
+        interrupted=interrupted,
     )
