@@ -144,6 +144,24 @@ def test_failed_calls_are_recorded_counted_and_retried(server, tmp_path):
     assert "4/4 done, 0 failed, accuracy 50.0%" in second.stdout
 
 
+def test_a_second_run_on_a_busy_folder_is_refused_until_the_first_ends(server, tmp_path):
+    # Slow replies keep the first run busy for longer than the second takes to start.
+    server.always(CHAT, Reply(body=completion_body("noted \\boxed{7}"), delay=1.5))
+    data, out = write_data(tmp_path / "data.jsonl", 8), tmp_path / "run"
+    args = run_args(server, data, out, "--agent", "full", "--concurrency", "1", "--no-progress")
+    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_rows(out, 1, first)
+    second = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert first.poll() is None, "the first run ended too soon for this test"
+    assert second.returncode == 2
+    assert f"{out} is in use by another 'longread eval run'" in second.stderr
+    assert first.wait(timeout=120) == 0
+    assert sorted(i for i, _ in rows(out)) == [f"s{i:02d}" for i in range(8)]
+    assert len(server.requests_to(CHAT)) == 8  # each sample ran once, by the first run
+    again = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr  # the lock went with the first run
+
+
 def test_resuming_with_another_agent_is_refused(server, tmp_path):
     data, out = write_data(tmp_path / "data.jsonl", 2), tmp_path / "run"
     first = subprocess.run(

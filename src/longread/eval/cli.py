@@ -86,7 +86,7 @@ async def _eval_run(
     samples = (await asyncio.to_thread(_load_samples, Path(data)))[:limit]
     if not samples:
         raise UsageError(f"no samples in {data}")
-    with RunStore(out) as store:
+    with RunStore(out, writer=True) as store:
         store.save_config(run_config(agent, dataclasses.asdict(config), settings, data))
         backend = make_backend(settings)
         try:

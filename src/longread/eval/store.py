@@ -2,8 +2,8 @@
 
 A run folder holds ``config.json`` (how the run was built), ``results.sqlite`` (one row per
 sample, written the moment the sample finishes), ``traces/<sample id>.json`` (every
-conversation), ``summary.json`` (the last session's totals and timings) and ``sessions.jsonl``
-(every session's).
+conversation), ``summary.json`` (the last session's totals and timings), ``sessions.jsonl``
+(every session's) and ``lock`` (held by the run writing to the folder).
 
 SQLite rather than JSONL: an upsert turns a retried failure into a done row in place, a commit
 is atomic (a kill mid-write leaves the previous state, never half a line), and WAL mode lets a
@@ -22,6 +22,8 @@ from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock, Timeout
 
 from .. import __version__
 from ..errors import UsageError
@@ -93,11 +95,14 @@ class SampleResult:
 class RunStore:
     """Append-only results of one run folder: ``RunStore(run_dir).record(result)``."""
 
-    def __init__(self, run_dir: str | Path) -> None:
+    def __init__(self, run_dir: str | Path, *, writer: bool = False) -> None:
+        """Open (or create) the store. ``writer=True`` takes the folder's lock for the
+        store's lifetime: two runs resuming one folder would run its samples twice."""
         self.run_dir = Path(run_dir)
         if self.run_dir.exists() and not self.run_dir.is_dir():
             raise UsageError(f"{self.run_dir} is a file, not a run folder")
         (self.run_dir / "traces").mkdir(parents=True, exist_ok=True)
+        self._lock = _take_lock(self.run_dir) if writer else None
         # Autocommit: every record() is its own transaction, durable once it returns.
         self._db = sqlite3.connect(self.run_dir / "results.sqlite", isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -111,6 +116,8 @@ class RunStore:
 
     def close(self) -> None:
         self._db.close()
+        if self._lock is not None:
+            self._lock.release()
 
     def __enter__(self) -> RunStore:
         return self
@@ -247,3 +254,15 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _take_lock(run_dir: Path) -> FileLock:
+    lock = FileLock(run_dir / "lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise UsageError(
+            f"{run_dir} is in use by another 'longread eval run'; wait for it to finish or "
+            "choose another --out"
+        ) from None
+    return lock
