@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -137,3 +138,17 @@ def test_context_length_and_trace_names():
     unsafe = [trace_name(i) for i in ("a/b", "a_b", "../x", "a b")]
     assert all("/" not in n and " " not in n and not n.startswith(".") for n in unsafe)
     assert len(set(unsafe)) == 4
+
+
+async def test_the_bar_moves_with_every_call_not_only_every_sample(tmp_path, monkeypatch):
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    samples = [sample("a", ["Paris"]), sample("b", ["Rome"])]
+    backend = AnswerBackend({question(s.id): "\\boxed{Paris}" for s in samples})
+    with open_store(tmp_path, "memagent") as store:
+        await run_eval(samples, factory(backend, "memagent"), store, concurrency=1)
+    frames = [frame.strip() for frame in err.getvalue().split("\r") if frame.strip()]
+    # memagent makes two calls per sample here (one chunk, then the answer): the first call
+    # shows before the first sample is done.
+    assert any(f.startswith("0%") and "0/2" in f and "calls=1" in f for f in frames), frames
+    assert "2/2" in frames[-1] and "calls=4" in frames[-1] and "acc=50.0%" in frames[-1]

@@ -71,7 +71,8 @@ class _Meter:
     Each call reports when it ended and how long it took, so its interval is known; the union
     of the intervals is the time the backend was busy, however many calls overlapped."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_update: Callable[[_Meter], None] | None = None) -> None:
+        self.on_update = on_update  # told after every call (the progress bar's live counts)
         self.calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
@@ -86,6 +87,8 @@ class _Meter:
         self.completion_tokens += conversation.completion_tokens
         self.call_seconds += conversation.seconds
         self._intervals.append((end - conversation.seconds, end))
+        if self.on_update is not None:
+            self.on_update(self)
 
     @property
     def tokens(self) -> int:
@@ -106,12 +109,17 @@ def _union_length(intervals: list[tuple[float, float]]) -> float:
 
 
 class _Bar:
-    """done/total with the accuracy so far, failures and tokens/s; ETA from tqdm."""
+    """done/total with the accuracy so far, failures, calls and tokens/s; ETA from tqdm.
+
+    Calls and tokens/s move with every model call, so a sample that takes minutes (a long
+    document read chunk by chunk) still shows progress."""
 
     def __init__(self, enabled: bool, total: int, previous: list[SampleResult]) -> None:
         self._correct = sum(r.headline for r in previous)
         self._failed = 0  # earlier failures are being retried, so not counted yet
         self._counted = len(previous)
+        self._calls = 0
+        self._tokens = 0
         self._started = time.perf_counter()
         self._bar = tqdm(
             total=total,
@@ -123,18 +131,28 @@ class _Bar:
             mininterval=0.5,
         )
 
-    def add(self, result: SampleResult, tokens: int) -> None:
+    def add(self, result: SampleResult) -> None:
+        """Count a finished sample."""
         self._correct += result.headline
         self._failed += result.status == FAILED
         self._counted += 1
-        elapsed = time.perf_counter() - self._started
-        postfix = {
-            "acc": f"{100 * self._correct / self._counted:.1f}%",
-            "failed": self._failed,
-            "tok/s": f"{tokens / elapsed:.0f}" if elapsed > 0 else "-",
-        }
-        self._bar.set_postfix(postfix, refresh=False)
+        self._bar.set_postfix(self._postfix(), refresh=False)
         self._bar.update(1)
+
+    def on_calls(self, meter: _Meter) -> None:
+        """Show the session's calls and tokens/s after a model call."""
+        self._calls, self._tokens = meter.calls, meter.tokens
+        self._bar.set_postfix(self._postfix())
+
+    def _postfix(self) -> dict[str, str | int]:
+        elapsed = time.perf_counter() - self._started
+        accuracy = f"{100 * self._correct / self._counted:.1f}%" if self._counted else "-"
+        return {
+            "acc": accuracy,
+            "failed": self._failed,
+            "calls": self._calls,
+            "tok/s": f"{self._tokens / elapsed:.0f}" if elapsed > 0 else "-",
+        }
 
     def close(self) -> None:
         self._bar.close()
@@ -163,8 +181,8 @@ async def run_eval(
     todo = [s for s in samples if s.id not in done]
     ids = {s.id for s in samples}
     previous = [r for r in store.results() if r.sample_id in ids and r.status == DONE]
-    meter = _Meter()
     bar = _Bar(progress, len(samples), previous)
+    meter = _Meter(on_update=bar.on_calls)
     streak = _FailureStreak(max_consecutive_failures)
     pending = iter(todo)
     finished: list[SampleResult] = []
@@ -175,7 +193,7 @@ async def run_eval(
             result = await _evaluate_sample(sample, agent_factory, meter, store)
             store.record(result)  # durable before the sample is counted
             finished.append(result)
-            bar.add(result, meter.tokens)
+            bar.add(result)
             streak.add(result)
 
     interrupted = True
