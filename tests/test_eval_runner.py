@@ -9,7 +9,13 @@ import pytest
 
 from longread.errors import BackendError, BudgetError, UsageError
 from longread.eval import runner
-from longread.eval.runner import check_samples, context_length, run_eval, trace_name
+from longread.eval.runner import (
+    check_samples,
+    context_length,
+    dataset_label,
+    run_eval,
+    trace_name,
+)
 from longread.eval.store import FAILED
 from longread.trace import Run
 
@@ -138,6 +144,14 @@ def test_context_length_and_trace_names():
     unsafe = [trace_name(i) for i in ("a/b", "a_b", "../x", "a b")]
     assert all("/" not in n and " " not in n and not n.startswith(".") for n in unsafe)
     assert len(set(unsafe)) == 4
+
+
+def test_each_ruler_task_is_its_own_dataset_in_reports():
+    assert dataset_label({"dataset": "ruler", "task": "niah_single_2"}) == "ruler/niah_single_2"
+    assert dataset_label({"dataset": "ruler", "task": "vt"}) == "ruler/vt"
+    assert dataset_label({"dataset": "hotpotqa"}) == "hotpotqa"
+    assert dataset_label({"dataset": "qa", "task": "qa"}) == "qa"
+    assert dataset_label({"task": "vt"}) is None
 
 
 async def test_the_bar_moves_with_every_call_not_only_every_sample(tmp_path, monkeypatch):

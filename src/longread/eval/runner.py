@@ -261,6 +261,15 @@ def context_length(meta: dict[str, Any]) -> int | str | None:
     return None
 
 
+def dataset_label(meta: dict[str, Any]) -> str | None:
+    """What reports group datasets by: the dataset's name, with the task where one dataset
+    holds several (RULER's ``ruler/niah_single_2``), since tasks must not share a table."""
+    dataset, task = meta.get("dataset"), meta.get("task")
+    if dataset is None:
+        return None
+    return f"{dataset}/{task}" if task and task != dataset else str(dataset)
+
+
 def trace_name(sample_id: str) -> str:
     """A file name for the sample's trace; ids unsafe as names get a hash to stay unique."""
     if _SAFE_ID.fullmatch(sample_id):
@@ -275,7 +284,7 @@ def _result(sample: Sample, status: str, score: dict[str, Any], **extra: Any) ->
         status=status,
         kind=sample.meta.get("kind", "qa"),
         score=score,
-        dataset=sample.meta.get("dataset"),
+        dataset=dataset_label(sample.meta),
         context_length=context_length(sample.meta),
         **extra,
     )
