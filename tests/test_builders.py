@@ -116,10 +116,11 @@ def test_hotpotqa_documents(source: Callable[[], list[dict[str, Any]]]) -> None:
         assert [titles.count(t) for t in gold] == [1] * len(gold)
         assert sample.meta["gold_documents"] == [i + 1 for i, t in enumerate(titles) if t in gold]
         assert (sample.id, sample.question, sample.answers) == (
-            record["_id"],
+            f"{record['_id']}-40docs",
             record["question"],
             [record["answer"]],
         )
+        assert sample.meta["question_id"] == record["_id"]
         assert sample.meta["dataset"] == "hotpotqa"
         assert sample.meta["kind"] == "qa"
 
@@ -179,9 +180,13 @@ def test_hotpotqa_to_length(source: Callable[[], list[dict[str, Any]]], tokens: 
         assert len(titles_of(sample.context)) == docs
         # The fixed-count builder with that many documents gives the very same context, and
         # one document more would not have fitted.
-        (same,) = [s for s in build_hotpotqa(records, docs, n=3, seed=5) if s.id == sample.id]
+        qid = sample.meta["question_id"]
+        assert sample.id == f"{qid}-{tokens}tokens"
+        (same,) = [s for s in build_hotpotqa(records, docs, 3, 5) if s.meta["question_id"] == qid]
         assert same.context == sample.context
-        (more,) = [s for s in build_hotpotqa(records, docs + 1, 3, seed=5) if s.id == sample.id]
+        (more,) = [
+            s for s in build_hotpotqa(records, docs + 1, 3, 5) if s.meta["question_id"] == qid
+        ]
         assert tokenizer.count(more.context) > tokens
 
 
@@ -196,6 +201,22 @@ def test_hotpotqa_to_length_with_a_bpe_tokenizer(bpe: HFTokenizer) -> None:
 def test_hotpotqa_to_length_too_short() -> None:
     with pytest.raises(UsageError, match="too short"):
         build_hotpotqa_to_length(fake_records(), 50, RegexTokenizer(), n=1, seed=0)
+
+
+def test_hotpotqa_to_length_refuses_a_target_the_records_cannot_fill() -> None:
+    # 20 records of 6 paragraphs hold a few thousand tokens: a 200K-token set would be a
+    # short one labelled 200K, so it is refused rather than built.
+    with pytest.raises(UsageError, match=r"all 11\d distractor paragraphs .* of 200000 tokens"):
+        build_hotpotqa_to_length(fake_records(20), 200_000, RegexTokenizer(), n=1, seed=0)
+
+
+def test_the_sets_of_a_sweep_have_distinct_ids() -> None:
+    # So that a folder holding every size of a sweep can be run (and stored) as one set.
+    records, tokenizer = fake_records(), RegexTokenizer()
+    sweep = [*build_hotpotqa(records, 20, 3, 0), *build_hotpotqa(records, 40, 3, 0)]
+    sweep += build_hotpotqa_to_length(records, 4000, tokenizer, 3, 0)
+    assert len({s.id for s in sweep}) == 9
+    assert len({s.meta["question_id"] for s in sweep}) == 3
 
 
 # --- RULER -------------------------------------------------------------------------------

@@ -47,6 +47,24 @@ def test_canonical_round_trip(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("out/*.partial"))
 
 
+def test_canonical_extra_keys_are_kept_in_meta(tmp_path: Path) -> None:
+    record = {
+        "id": "r1",
+        "question": "What is the number?",
+        "context": "The number is 7.",
+        "answers": ["7"],
+        "meta": {"dataset": "ruler", "kind": "ruler", "length": 4096},
+        "source": "my-pipeline",
+    }
+    (sample,) = load_samples(write_jsonl(tmp_path / "set.jsonl", [record]))
+    assert sample.meta == {
+        "dataset": "ruler",
+        "kind": "ruler",
+        "length": 4096,
+        "source": "my-pipeline",
+    }
+
+
 def test_memagent_json_array(tmp_path: Path) -> None:
     path = write_json(
         tmp_path / "eval_50.json",

@@ -11,7 +11,7 @@ question id)``, so a sample does not depend on ``n`` or on the other questions a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..errors import UsageError
@@ -38,8 +38,10 @@ def build_hotpotqa(
     seed: int,
     *,
     dataset: str = "hotpotqa",
+    exclude: Collection[str] = (),
 ) -> list[Sample]:
-    """RULER-HQA with ``docs`` documents per question, for the first ``n`` records.
+    """RULER-HQA with ``docs`` documents per question, for the first ``n`` records whose id
+    is not in ``exclude`` (RULER-HQA leaves out questions answerable without the context).
 
     ``records`` are official HotpotQA (or 2WikiMultihopQA) dev records. Each context holds the
     question's own paragraphs (gold and HotpotQA's distractors; when ``docs`` is smaller, the
@@ -49,7 +51,7 @@ def build_hotpotqa(
     """
     if docs < 1:
         raise UsageError(f"docs must be at least 1, not {docs}")
-    questions, pool = _questions(records, n)
+    questions, pool = _questions(records, n, exclude)
     samples = []
     for q in questions:
         picker = DocumentPicker(q, pool, _seed_key(dataset, seed, q.id))
@@ -58,7 +60,7 @@ def build_hotpotqa(
             paragraphs = picker.documents(0, own=own)
         else:
             paragraphs = picker.documents(docs - len(q.paragraphs))
-        samples.append(_sample(q, paragraphs, dataset, seed))
+        samples.append(_sample(q, paragraphs, dataset, seed, id_suffix=f"{docs}docs"))
     return samples
 
 
@@ -70,12 +72,13 @@ def build_hotpotqa_to_length(
     seed: int,
     *,
     dataset: str = "hotpotqa",
+    exclude: Collection[str] = (),
 ) -> list[Sample]:
     """Like :func:`build_hotpotqa`, but each context gets as many distractor paragraphs as fit
     in ``tokens`` context tokens (the next one would exceed). ``meta["context_tokens"]`` is the
     exact count and ``meta["length"]`` the target. With the same seed, a context of ``k``
     distractors equals the one :func:`build_hotpotqa` builds for that many documents."""
-    questions, pool = _questions(records, n)
+    questions, pool = _questions(records, n, exclude)
     bodies = _BodyCounts(tokenizer)
     samples = []
     for q in questions:
@@ -83,20 +86,29 @@ def build_hotpotqa_to_length(
         paragraphs = _fit_to_tokens(picker, tokens, tokenizer, bodies)
         context = render_documents(paragraphs)
         extra = {"length": tokens, "context_tokens": tokenizer.count(context)}
-        samples.append(_sample(q, paragraphs, dataset, seed, context=context, **extra))
+        suffix = f"{tokens}tokens"
+        samples.append(_sample(q, paragraphs, dataset, seed, suffix, context=context, **extra))
     return samples
 
 
 def _questions(
-    records: Sequence[Mapping[str, Any]], n: int
+    records: Sequence[Mapping[str, Any]], n: int, exclude: Collection[str]
 ) -> tuple[list[HotpotQuestion], list[Paragraph]]:
-    """The first ``n`` parsed questions and the distractor pool of all records."""
+    """The first ``n`` parsed questions not in ``exclude`` and the distractor pool of all
+    records (excluded questions' paragraphs still pad the others)."""
     if n < 1:
         raise UsageError(f"n must be at least 1, not {n}")
     questions = parse_hotpot_records(records)
-    if n > len(questions):
-        raise UsageError(f"asked for {n} questions but the records hold {len(questions)}")
-    return questions[:n], distractor_pool(questions)
+    unknown = sorted(set(exclude) - {q.id for q in questions})
+    if unknown:
+        raise UsageError(
+            f"{len(unknown)} excluded id(s) are not in the records, e.g. {unknown[0]!r}"
+        )
+    asked = [q for q in questions if q.id not in exclude]
+    if n > len(asked):
+        left = f" after excluding {len(questions) - len(asked)}" if exclude else ""
+        raise UsageError(f"asked for {n} questions but the records hold {len(asked)}{left}")
+    return asked[:n], distractor_pool(questions)
 
 
 def _seed_key(dataset: str, seed: int, question_id: str) -> str:
@@ -109,12 +121,16 @@ def _sample(
     paragraphs: list[Paragraph],
     dataset: str,
     seed: int,
+    id_suffix: str,
     context: str | None = None,
     **extra: Any,
 ) -> Sample:
+    """The sample of ``q`` in a set; its id ends in ``-<id_suffix>`` (the set's size) so that
+    the sets of a sweep can be run as one folder, the question's id stays in the meta."""
     gold = [i + 1 for i, p in enumerate(paragraphs) if p.title in q.gold_titles]
     meta = {
         "dataset": dataset,
+        "question_id": q.id,
         "kind": "qa",
         "docs": len(paragraphs),
         "seed": seed,
@@ -125,7 +141,8 @@ def _sample(
     }
     if context is None:
         context = render_documents(paragraphs)
-    return Sample(id=q.id, question=q.question, context=context, answers=[q.answer], meta=meta)
+    sample_id = f"{q.id}-{id_suffix}"
+    return Sample(sample_id, question=q.question, context=context, answers=[q.answer], meta=meta)
 
 
 class _BodyCounts:
@@ -161,4 +178,9 @@ def _fit_to_tokens(
 
     what = f"question {picker.question.id}"
     k = largest_fitting(measure, tokens, hi=picker.capacity, start=k, what=what)
+    if k == picker.capacity:  # every paragraph of the records is in, and still short
+        raise UsageError(
+            f"{what}: all {k} distractor paragraphs of the records give only {measure(k)} of "
+            f"{tokens} tokens; pass more records or a smaller length"
+        )
     return picker.documents(k)

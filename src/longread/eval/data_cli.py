@@ -62,10 +62,19 @@ def _load_hotpotqa(path: str) -> list[dict[str, Any]]:
     if not isinstance(records, list) or not records:
         raise UsageError(f"{path} is not a HotpotQA JSON list of questions")
     for i, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise UsageError(f"{path}[{i}]: record is a {type(record).__name__}, not an object")
         missing = {"question", "answer", "context"} - set(record)
         if missing:
             raise UsageError(f"{path}[{i}]: record has no {', '.join(sorted(missing))}")
     return records
+
+
+def _read_ids(path: str | None) -> set[str]:
+    if path is None:
+        return set()
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return {line.strip() for line in lines if line.strip()}
 
 
 def _write(samples: list[Sample], out: Path, name: str) -> None:
@@ -95,22 +104,35 @@ def _write(samples: list[Sample], out: Path, name: str) -> None:
     "--n", type=click.IntRange(min=1), default=128, show_default=True, help="Questions per set."
 )
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--exclude",
+    "exclude_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A file of question ids, one per line, to leave out (e.g. the questions a model "
+    "answers without the context, which RULER-HQA filters out); their paragraphs still pad "
+    "the other questions.",
+)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @tokenizer_option
 def hotpotqa(input_path: str, docs: list[int] | None, lengths: list[int] | None, n: int,
-             seed: int, out: str, tokenizer_path: str | None) -> None:  # fmt: skip
+             seed: int, exclude_path: str | None, out: str,
+             tokenizer_path: str | None) -> None:  # fmt: skip
     """RULER-HQA sets: each question's paragraphs among other questions' paragraphs."""
     if bool(docs) == bool(lengths):
         raise click.UsageError("give exactly one of --docs and --lengths")
 
     async def build() -> None:
         records = _load_hotpotqa(input_path)
+        exclude = _read_ids(exclude_path)
         for count in docs or []:
-            _write(build_hotpotqa(records, count, n, seed), Path(out), f"hotpotqa_docs{count}")
+            samples = build_hotpotqa(records, count, n, seed, exclude=exclude)
+            _write(samples, Path(out), f"hotpotqa_docs{count}")
         if lengths:
             tokenizer = _tokenizer(tokenizer_path)
             for tokens in lengths:
-                samples = build_hotpotqa_to_length(records, tokens, tokenizer, n, seed)
+                samples = build_hotpotqa_to_length(
+                    records, tokens, tokenizer, n, seed, exclude=exclude
+                )
                 _write(samples, Path(out), f"hotpotqa_{tokens}")
 
     run_or_exit(build())
@@ -139,6 +161,9 @@ def hotpotqa(input_path: str, docs: list[int] | None, lengths: list[int] | None,
 def ruler(task: str, lengths: list[int], n: int, seed: int, haystack: str | None,
           hotpotqa_path: str | None, out: str, tokenizer_path: str | None) -> None:  # fmt: skip
     """RULER synthetic tasks fitted to each token length (within 1%)."""
+
+    if task == "qa" and hotpotqa_path is None:
+        raise click.UsageError("task qa is built from HotpotQA questions: pass --hotpotqa FILE")
 
     async def build() -> None:
         records = _load_hotpotqa(hotpotqa_path) if hotpotqa_path else None

@@ -81,7 +81,8 @@ def detect_format(where: str, record: Any) -> str:
         return "ruler"
     if "supporting_facts" in keys or ("_id" in keys and "answer" in keys):
         return "hotpotqa"
-    if _CANONICAL <= keys <= _CANONICAL | {"meta"}:
+    # A meta object marks the canonical format, whatever other keys ride along.
+    if keys >= _CANONICAL and (keys == _CANONICAL or "meta" in keys):
         return "canonical"
     answers = keys & {"answers", "answer"}
     if "context" in keys and answers and ("input" in keys or keys >= {"question", "answers"}):
@@ -204,12 +205,14 @@ def _canonical(record: Mapping[str, Any], where: str, default_id: str, path: Pat
     meta = record.get("meta") or {}
     if not isinstance(meta, Mapping):
         raise UsageError(f"{where}: 'meta' is a {type(meta).__name__}, not an object")
+    # Other top-level keys are kept in meta (meta's own entries win), never dropped.
+    extra = _rest(record, _CANONICAL | {"meta"})
     return Sample(
         id=str(record["id"]),
         question=_text(record["question"], where, "question"),
         context=_text(record["context"], where, "context", empty_ok=True),
         answers=_answers(record["answers"], where),
-        meta=dict(meta),
+        meta={**extra, **meta},
     )
 
 

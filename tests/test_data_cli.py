@@ -1,0 +1,122 @@
+"""``longread data ...`` as a user runs it: real files in, canonical JSONL sets out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from longread.eval.data_cli import data_group
+from longread.eval.datasets import load_samples
+
+from .test_builders import fake_records
+from .text_helpers import train_bpe
+
+
+@pytest.fixture(scope="module")
+def tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return train_bpe(tmp_path_factory.mktemp("bpe"))
+
+
+@pytest.fixture
+def hotpot_file(tmp_path: Path) -> Path:
+    path = tmp_path / "hotpot.json"
+    path.write_text(json.dumps(fake_records(40)), encoding="utf-8")
+    return path
+
+
+def data(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(data_group, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_hotpotqa_by_documents_writes_one_set_per_size(hotpot_file, tmp_path):
+    out = tmp_path / "sets"
+    code, stdout, _ = data("hotpotqa", "--input", str(hotpot_file), "--docs", "10,20",
+                           "--n", "3", "--out", str(out))  # fmt: skip
+    assert code == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "hotpotqa_docs10.jsonl",
+        "hotpotqa_docs20.jsonl",
+    ]
+    assert f"wrote 3 samples to {out / 'hotpotqa_docs20.jsonl'}" in stdout
+    for docs in (10, 20):
+        samples = load_samples(out / f"hotpotqa_docs{docs}.jsonl")
+        assert [s.meta["docs"] for s in samples] == [docs] * 3
+        assert [s.meta["question_id"] for s in samples] == ["q0", "q1", "q2"]
+
+
+def test_hotpotqa_by_length_counts_with_the_given_tokenizer(hotpot_file, tokenizer_json, tmp_path):
+    out = tmp_path / "sets"
+    args = ["--lengths", "3000", "--n", "2", "--tokenizer", str(tokenizer_json)]
+    code, _, stderr = data("hotpotqa", "--input", str(hotpot_file), *args, "--out", str(out))
+    assert code == 0, stderr
+    for sample in load_samples(out / "hotpotqa_3000.jsonl"):
+        assert sample.meta["length"] == 3000
+        assert 2500 < sample.meta["context_tokens"] <= 3000  # within a paragraph or so
+
+
+def test_excluded_questions_are_skipped_and_still_pad(hotpot_file, tmp_path):
+    exclude = tmp_path / "closed_book.txt"
+    exclude.write_text("q0\nq2\n\n")
+    out = tmp_path / "sets"
+    code, _, stderr = data("hotpotqa", "--input", str(hotpot_file), "--docs", "200",
+                           "--n", "2", "--exclude", str(exclude), "--out", str(out))  # fmt: skip
+    assert code == 0, stderr
+    samples = load_samples(out / "hotpotqa_docs200.jsonl")
+    assert [s.meta["question_id"] for s in samples] == ["q1", "q3"]
+    # Paragraphs only q0 has are still among the distractors of the others.
+    records = fake_records(40)
+    others = {title for r in records[1:] for title, _ in r["context"]}
+    q0_only = {title for title, _ in records[0]["context"]} - others
+    assert any(f"\n{title}\n" in s.context for s in samples for title in q0_only)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--docs", "10", "--lengths", "3000"], "give exactly one of --docs and --lengths"),
+        (["--docs", "10", "--n", "41"], "asked for 41 questions but the records hold 40"),
+        (
+            ["--docs", "10", "--exclude", "{unknown}"],
+            "1 excluded id(s) are not in the records, e.g. 'nope'",
+        ),
+    ],
+)
+def test_hotpotqa_refusals_are_one_line_with_exit_2(hotpot_file, tmp_path, args, message):
+    unknown = tmp_path / "ids.txt"
+    unknown.write_text("nope\n")
+    args = [a.format(unknown=unknown) for a in args]
+    code, _, stderr = data("hotpotqa", "--input", str(hotpot_file), *args, "--out", str(tmp_path))
+    assert code == 2
+    assert message in stderr
+    assert not list(tmp_path.glob("*.jsonl"))
+
+
+def test_a_hotpotqa_file_of_non_objects_is_refused(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("[[1, 2]]")
+    code, _, stderr = data("hotpotqa", "--input", str(bad), "--docs", "5", "--out", str(tmp_path))
+    assert (code, stderr.strip()) == (
+        2,
+        f"longread: error: {bad}[0]: record is a list, not an object",
+    )
+
+
+def test_ruler_qa_needs_a_hotpotqa_file_before_any_work(tmp_path):
+    code, _, stderr = data("ruler", "--task", "qa", "--lengths", "4096", "--out", str(tmp_path))
+    assert code == 2
+    assert "task qa is built from HotpotQA questions: pass --hotpotqa FILE" in stderr
+
+
+def test_ruler_writes_each_length_fitted(tokenizer_json, tmp_path):
+    code, _, stderr = data("ruler", "--task", "niah_single_1", "--lengths", "2000,4000", "--n", "2",
+                           "--tokenizer", str(tokenizer_json), "--out", str(tmp_path))  # fmt: skip
+    assert code == 0, stderr
+    for length in (2000, 4000):
+        samples = load_samples(tmp_path / f"ruler_niah_single_1_{length}.jsonl")
+        assert len(samples) == 2
+        assert all(0.99 * length <= s.meta["tokens"] <= length for s in samples)
+        assert all(s.answers[0] in s.context for s in samples)
