@@ -105,7 +105,7 @@ def test_ruler_with_and_without_context(tmp_path: Path) -> None:
         ],
     )
     first, second = load_samples(path)
-    assert first.id == "0"
+    assert first.id == "niah_single_1-0"  # indexes restart in every task
     assert first.question == "What is the number for x?"
     assert first.context == "Some special magic numbers are hidden.\nnoise noise"
     assert first.meta["question_split"] == "last_line"
@@ -114,6 +114,20 @@ def test_ruler_with_and_without_context(tmp_path: Path) -> None:
     assert first.meta["length"] == 4096
     assert (second.question, second.context, second.answers) == ("Q?", "C", ["7"])
     assert "question_split" not in second.meta
+
+
+def test_ruler_benchmark_layout_gives_the_target_length(tmp_path: Path) -> None:
+    # RULER writes <length>/data/<task>/validation.jsonl with each sample's own token count.
+    for task in ("niah_single_1", "vt"):
+        folder = tmp_path / "8192" / "data" / task
+        folder.mkdir(parents=True)
+        record = {"index": 0, "input": "Haystack.\nWhat is it?", "outputs": ["7"], "length": 8101}
+        write_jsonl(folder / "validation.jsonl", [record])
+    samples = [load_samples(p)[0] for p in sorted(tmp_path.rglob("validation.jsonl"))]
+    assert [(s.id, s.meta["length"], s.meta["tokens"]) for s in samples] == [
+        ("niah_single_1-0", 8192, 8101),
+        ("vt-0", 8192, 8101),
+    ]
 
 
 def test_ruler_qa_task_is_scored_as_qa(tmp_path: Path) -> None:

@@ -199,16 +199,20 @@ def test_no_more_requests_in_flight_than_the_concurrency(server, tmp_path):
     assert "overhead" in result.stdout
 
 
-def test_a_folder_is_every_jsonl_in_it_and_limit_takes_the_first(server, tmp_path):
+def test_a_folder_is_every_data_file_in_it_and_limit_takes_the_first(server, tmp_path):
     data, out = tmp_path / "data", tmp_path / "run"
-    data.mkdir()
+    (data / "sub").mkdir(parents=True)
     write_data(data / "b.jsonl", 2, prefix="b")
     write_data(data / "a.jsonl", 2, prefix="a")
+    write_data(data / "sub" / "c.jsonl", 2, prefix="c")
+    memagent = [{"_id": "m0", "input": "What?", "context": "Text.", "answers": ["7"]}]
+    (data / "m.json").write_text(json.dumps(memagent))
     (data / "notes.txt").write_text("not data")
-    args = run_args(server, data, out, "--agent", "full", "--limit", "3", "--no-progress")
+    args = run_args(server, data, out, "--agent", "full", "--limit", "6", "--no-progress")
     result = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert sorted(rows(out)) == [("a00", "done"), ("a01", "done"), ("b00", "done")]
+    # Sorted by path: a.jsonl, b.jsonl, m.json, sub/c.jsonl.
+    assert sorted(i for i, _ in rows(out)) == ["a00", "a01", "b00", "b01", "c00", "m0"]
     config = json.loads((out / "config.json").read_text())
     assert config["agent"] == "full" and config["data"] == str(data.resolve())
     assert config["backend"]["max_concurrency"] == 4 and "api_key" not in config["backend"]
@@ -219,4 +223,5 @@ def test_data_errors_are_one_line_and_exit_2(server, tmp_path):
     args = run_args(server, tmp_path / "empty", tmp_path / "run", "--agent", "full")
     result = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
-    assert result.stderr == f"longread: error: {tmp_path / 'empty'} holds no *.jsonl files\n"
+    expected = "holds no data files (.jsonl, .json, .parquet, .pq)"
+    assert result.stderr == f"longread: error: {tmp_path / 'empty'} {expected}\n"

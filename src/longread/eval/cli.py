@@ -29,7 +29,8 @@ def _run_command() -> click.Command:
     """``run`` with the shared backend and agent flags of ``longread ask``."""
     options = [
         click.option("--data", required=True, type=click.Path(exists=True),
-                     help="A JSONL file of samples, or a folder: every *.jsonl in it."),
+                     help="A data file (.jsonl, .json, .parquet; any format the loaders read), or "
+                     "a folder: every data file in it and its subfolders."),
         click.option("--agent", type=click.Choice(list(AGENTS)), required=True,
                      help="; ".join(f"{n}: {spec.summary}" for n, spec in AGENTS.items())),
         click.option("--out", required=True, type=click.Path(file_okay=False),
@@ -104,14 +105,15 @@ async def _eval_run(
 
 
 def _load_samples(data: Path) -> list[Sample]:
-    """The samples of a data file, or of every ``*.jsonl`` file of a folder (sorted by name)."""
-    from .datasets import load_samples
+    """The samples of a data file, or of every data file (.jsonl, .json, .parquet) in a
+    folder and its subfolders, sorted by path (RULER writes ``<task>/validation.jsonl``)."""
+    from .datasets import DATA_SUFFIXES, load_samples
 
     if not data.is_dir():
         return load_samples(data)
-    files = sorted(data.glob("*.jsonl"))
+    files = sorted(p for p in data.rglob("*") if p.suffix.lower() in DATA_SUFFIXES)
     if not files:
-        raise UsageError(f"{data} holds no *.jsonl files")
+        raise UsageError(f"{data} holds no data files ({', '.join(DATA_SUFFIXES)})")
     return [sample for path in files for sample in load_samples(path)]
 
 

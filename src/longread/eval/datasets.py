@@ -32,6 +32,8 @@ from .records import Sample
 
 FORMATS = ("canonical", "memagent", "ruler", "memreread", "hotpotqa")
 _CANONICAL = {"id", "question", "context", "answers"}
+PARQUET_SUFFIXES = (".parquet", ".pq")
+DATA_SUFFIXES = (".jsonl", ".json", *PARQUET_SUFFIXES)  # the files load_samples reads
 # RULER writes <save_dir>/<task>/<subset>.jsonl; a folder with one of these names is the task.
 _RULER_TASK_DIRS = {
     *(f"niah_single_{i}" for i in range(1, 5)),
@@ -119,7 +121,7 @@ def _records(path: Path) -> Iterator[Record]:
         return _jsonl_records(path)
     if suffix == ".json":
         return _json_records(path)
-    if suffix in (".parquet", ".pq"):
+    if suffix in PARQUET_SUFFIXES:
         return _parquet_records(path)
     raise UsageError(f"{path}: unknown data file type {suffix!r}; use .jsonl, .json or .parquet")
 
@@ -233,6 +235,13 @@ def _ruler(record: Mapping[str, Any], where: str, default_id: str, path: Path) -
         meta["task"] = path.parent.name
         meta["kind"] = "qa" if path.parent.name.startswith("qa") else "ruler"
     meta.update(_rest(record, {"input", "outputs", "context", "id"}))
+    target = _ruler_target_length(path)
+    if target is not None:
+        # RULER's own ``length`` is each sample's token count, which would scatter a report
+        # into one row per sample; the set's target length is the folder it was written to.
+        if "length" in meta:
+            meta["tokens"] = meta["length"]
+        meta["length"] = target
     if record.get("context") is not None:
         context, question = _text(record["context"], where, "context", empty_ok=True), prompt
     else:
@@ -241,7 +250,17 @@ def _ruler(record: Mapping[str, Any], where: str, default_id: str, path: Path) -
         context, _, question = prompt.rstrip().rpartition("\n")
         meta["question_split"] = "last_line"
     sample_id = str(record.get("id", record.get("index", default_id)))
+    if "task" in meta and "id" not in record:  # RULER's indexes restart at 0 in every task
+        sample_id = f"{meta['task']}-{sample_id}"
     return Sample(sample_id, _text(question, where, "input"), context, answers, meta)
+
+
+def _ruler_target_length(path: Path) -> int | None:
+    """The length of RULER's ``<length>/data/<task>/validation.jsonl`` layout, if it is one."""
+    parents = path.resolve().parents
+    if len(parents) > 2 and parents[1].name == "data" and parents[2].name.isdigit():
+        return int(parents[2].name)
+    return None
 
 
 def _memreread(record: Mapping[str, Any], where: str, default_id: str, path: Path) -> Sample:
