@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from longread.eval.data_cli import data_group
 from longread.eval.datasets import load_samples
 
+from .fake_openai_server import FakeOpenAIServer, Reply, completion_body, error_body
 from .test_builders import fake_records
 from .text_helpers import train_bpe
 
@@ -120,3 +121,42 @@ def test_ruler_writes_each_length_fitted(tokenizer_json, tmp_path):
         assert len(samples) == 2
         assert all(0.99 * length <= s.meta["tokens"] <= length for s in samples)
         assert all(s.answers[0] in s.context for s in samples)
+
+
+CHAT = "/v1/chat/completions"
+
+
+def test_closed_book_lists_what_the_model_knows_and_resumes(hotpot_file, tmp_path):
+    out = tmp_path / "closed_book.txt"
+    args = ["closed-book", "--input", str(hotpot_file), "--n", "5", "--out", str(out),
+            "--concurrency", "1", "--retries", "0", "--model", "m", "--no-progress"]  # fmt: skip
+    with FakeOpenAIServer() as server:
+        server.script(
+            CHAT,
+            Reply(body=completion_body("\\boxed{answer 0}")),  # right
+            Reply(body=completion_body("\\boxed{no idea}")),  # wrong
+            Reply(body=completion_body("It is answer 2.")),  # right without a box (sub-EM)
+            Reply(500, error_body("overloaded", 500)),  # the pass stops here
+        )
+        code, _, stderr = data(*args, "--base-url", f"{server.url}/v1")
+        assert code == 3, stderr
+        assert not out.exists()
+        log = [json.loads(line) for line in (tmp_path / "closed_book.txt.jsonl").open()]
+        assert [(a["id"], a["correct"]) for a in log] == [("q0", True), ("q1", False), ("q2", True)]
+
+        server.script(
+            CHAT,
+            Reply(body=completion_body("\\boxed{answer 3}")),
+            Reply(body=completion_body("\\boxed{}")),  # empty: wrong
+        )
+        code, stdout, stderr = data(*args, "--base-url", f"{server.url}/v1")
+        assert code == 0, stderr
+        prompts = [r.body["messages"][-1]["content"] for r in server.requests_to(CHAT)]
+    assert out.read_text() == "q0\nq2\nq3\n"
+    assert "3 of 5 questions answered without the context" in stdout
+    # Only the two unanswered questions were asked again, and no document went with them.
+    assert [p.split("\n")[0] for p in prompts[-2:]] == [
+        "Problem: Question 3?",
+        "Problem: Question 4?",
+    ]
+    assert all("Document" not in p for p in prompts)

@@ -3,9 +3,11 @@ shared by the loader, the RULER-HQA builders and RULER's qa task."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
@@ -190,3 +192,20 @@ class DocumentPicker:
             )
         others = [p for p in self.question.paragraphs if p not in gold]
         return gold + random.Random(f"{seed}:own").sample(others, size - len(gold))
+
+
+def load_hotpotqa(path: str) -> list[dict[str, Any]]:
+    """The records of an official HotpotQA JSON file, each checked to be a question record."""
+    try:
+        records = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read HotpotQA JSON {path}: {exc}") from None
+    if not isinstance(records, list) or not records:
+        raise UsageError(f"{path} is not a HotpotQA JSON list of questions")
+    for i, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise UsageError(f"{path}[{i}]: record is a {type(record).__name__}, not an object")
+        missing = {"question", "answer", "context"} - set(record)
+        if missing:
+            raise UsageError(f"{path}[{i}]: record has no {', '.join(sorted(missing))}")
+    return records

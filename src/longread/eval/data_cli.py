@@ -1,17 +1,17 @@
-"""``longread data hotpotqa`` and ``longread data ruler``: build evaluation sets as JSONL."""
+"""``longread data hotpotqa``, ``ruler`` and ``closed-book``: build evaluation sets as JSONL."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 
 from ..cli_options import run_or_exit
-from ..errors import UsageError
 from ..text.tokenizer import Tokenizer
+from ._hotpot import load_hotpotqa
 from .builders import build_hotpotqa, build_hotpotqa_to_length
+from .closed_book_cli import closed_book
 from .datasets import save_samples
 from .records import Sample
 from .ruler import RULER_TASKS, build_ruler
@@ -52,22 +52,6 @@ def _tokenizer(path: str | None) -> Tokenizer:
     from ..llm.gguf import resolve_model_file
 
     return LlamaCppTokenizer.from_gguf(resolve_model_file(None, "original"))
-
-
-def _load_hotpotqa(path: str) -> list[dict[str, Any]]:
-    try:
-        records = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read HotpotQA JSON {path}: {exc}") from None
-    if not isinstance(records, list) or not records:
-        raise UsageError(f"{path} is not a HotpotQA JSON list of questions")
-    for i, record in enumerate(records):
-        if not isinstance(record, dict):
-            raise UsageError(f"{path}[{i}]: record is a {type(record).__name__}, not an object")
-        missing = {"question", "answer", "context"} - set(record)
-        if missing:
-            raise UsageError(f"{path}[{i}]: record has no {', '.join(sorted(missing))}")
-    return records
 
 
 def _read_ids(path: str | None) -> set[str]:
@@ -122,7 +106,7 @@ def hotpotqa(input_path: str, docs: list[int] | None, lengths: list[int] | None,
         raise click.UsageError("give exactly one of --docs and --lengths")
 
     async def build() -> None:
-        records = _load_hotpotqa(input_path)
+        records = load_hotpotqa(input_path)
         exclude = _read_ids(exclude_path)
         for count in docs or []:
             samples = build_hotpotqa(records, count, n, seed, exclude=exclude)
@@ -166,10 +150,13 @@ def ruler(task: str, lengths: list[int], n: int, seed: int, haystack: str | None
         raise click.UsageError("task qa is built from HotpotQA questions: pass --hotpotqa FILE")
 
     async def build() -> None:
-        records = _load_hotpotqa(hotpotqa_path) if hotpotqa_path else None
+        records = load_hotpotqa(hotpotqa_path) if hotpotqa_path else None
         tokenizer = _tokenizer(tokenizer_path)
         for tokens in lengths:
             samples = build_ruler(task, tokens, n, seed, tokenizer, haystack, records)
             _write(samples, Path(out), f"ruler_{task}_{tokens}")
 
     run_or_exit(build())
+
+
+data_group.add_command(closed_book)

@@ -1,0 +1,79 @@
+"""``longread data closed-book``: list the questions a model answers without any context."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..cli_options import backend_options, backend_settings, run_or_exit
+from ..errors import UsageError
+from ..llm.base import SamplingParams
+from ._hotpot import load_hotpotqa, parse_hotpot_records
+from .closed_book import Question, ask_closed_book
+
+
+@click.command("closed-book")
+@click.option(
+    "--input",
+    "input_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Official HotpotQA JSON (_id, question, answer, supporting_facts, context).",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Write the ids answered correctly here, one per line (for data hotpotqa --exclude).",
+)
+@click.option("--n", type=click.IntRange(min=1), help="Only the first N questions [all].")
+@click.option("--answer-tokens", type=click.IntRange(min=1), default=128, show_default=True,
+              help="New tokens for each answer.")  # fmt: skip
+@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Questions in flight at once.")  # fmt: skip
+@click.option("--progress/--no-progress", default=True, show_default=True)
+@backend_options
+def closed_book(input_path: str, out: str, n: int | None, answer_tokens: int, concurrency: int,
+                progress: bool, **options: Any) -> None:  # fmt: skip
+    """Ask each question with no document and list those the model gets right.
+
+    RULER-HQA leaves such questions out, so that accuracy measures reading, not recall: pass
+    the list to ``longread data hotpotqa --exclude``. Greedy decoding; judged by lenient
+    sub-EM, the harness's own judge. Every answer goes to OUT.jsonl as it arrives, so an
+    interrupted pass resumes when rerun.
+    """
+    settings = dataclasses.replace(backend_settings(options), max_concurrency=concurrency)
+    run_or_exit(_closed_book(Path(input_path), Path(out), n, answer_tokens, settings, progress))
+
+
+async def _closed_book(
+    input_path: Path, out: Path, n: int | None, answer_tokens: int, settings: Any, progress: bool
+) -> None:
+    from ..llm.factory import make_backend
+
+    parsed = parse_hotpot_records(load_hotpotqa(str(input_path)))[:n]
+    questions = [Question(q.id, q.question, (q.answer,)) for q in parsed]
+    if out.is_dir():
+        raise UsageError(f"{out} is a folder; --out takes a file name")
+    log = out.with_name(out.name + ".jsonl")
+    backend = make_backend(settings)
+    try:
+        answers = await ask_closed_book(
+            questions,
+            backend,
+            SamplingParams(max_tokens=answer_tokens),
+            log,
+            concurrency=settings.max_concurrency,
+            progress=progress,
+        )
+    finally:
+        await backend.aclose()
+    correct = [a.id for a in answers if a.correct]
+    out.write_text("".join(f"{i}\n" for i in correct), encoding="utf-8")
+    click.echo(
+        f"{len(correct)} of {len(answers)} questions answered without the context; "
+        f"ids in {out}, every reply in {log}"
+    )
