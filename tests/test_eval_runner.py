@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from longread.agents.registry import make_agent
 from longread.errors import BackendError, BudgetError, UsageError
 from longread.eval import runner
 from longread.eval.runner import (
@@ -20,6 +21,7 @@ from longread.eval.store import FAILED
 from longread.trace import Run
 
 from .eval_helpers import AnswerBackend, factory, open_store, question, sample
+from .scripted import ScriptedBackend, WordTokenizer
 
 
 async def test_every_sample_is_scored_traced_and_recorded(tmp_path):
@@ -166,3 +168,27 @@ async def test_the_bar_moves_with_every_call_not_only_every_sample(tmp_path, mon
     # shows before the first sample is done.
     assert any(f.startswith("0%") and "0/2" in f and "calls=1" in f for f in frames), frames
     assert "2/2" in frames[-1] and "calls=4" in frames[-1] and "acc=50.0%" in frames[-1]
+
+
+async def test_a_failed_sample_keeps_what_its_calls_cost(tmp_path):
+    def overloaded(messages):
+        raise BackendError("server answered 503")
+
+    # memagent on a one-chunk document: the memory update works, the final answer fails.
+    backend = ScriptedBackend(["Notes: item a is Paris.", overloaded])
+    tokens = WordTokenizer()
+    with open_store(tmp_path, "memagent") as store:
+        summary = await run_eval(
+            [sample("a", ["Paris"])],
+            lambda progress: make_agent("memagent", backend, tokens, None, progress),
+            store,
+            1,
+            progress=False,
+        )
+        (row,) = store.results()
+    assert (row.status, summary.failed, len(backend.requests)) == (FAILED, 1, 2)
+    update_prompt = sum(tokens.count(m["content"]) for m in backend.requests[0][0])
+    assert row.cost["calls"] == 1 == summary.calls
+    assert row.cost["prompt_tokens"] == update_prompt == summary.prompt_tokens
+    assert row.cost["completion_tokens"] == tokens.count("Notes: item a is Paris.")
+    assert row.cost["seconds"] >= 0

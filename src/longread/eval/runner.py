@@ -237,11 +237,14 @@ async def _evaluate_sample(
     """Run, score and trace one sample. Errors a user can act on (backend, budget, bad
     sample) give a failed result; anything else is a bug and propagates."""
     kind = sample.meta.get("kind", "qa")
+    spent = _Spent(meter)
     try:
-        run = await agent_factory(meter.on_call).run(sample.question, sample.context)
+        run = await agent_factory(spent.on_call).run(sample.question, sample.context)
     except LongreadError as exc:
         score = score_answer(None, sample.answers, kind=kind)
-        return _result(sample, FAILED, score.to_dict(), error=f"{type(exc).__name__}: {exc}")
+        # What the calls before the failure cost is kept: a failed sample was not free.
+        error = f"{type(exc).__name__}: {exc}"
+        return _result(sample, FAILED, score.to_dict(), cost=spent.cost(), error=error)
     began = time.perf_counter()
     score = score_answer(run.final_reply, sample.answers, kind=kind)
     trace = await asyncio.to_thread(_write_trace, store, sample.id, run)
@@ -288,6 +291,27 @@ def _result(sample: Sample, status: str, score: dict[str, Any], **extra: Any) ->
         context_length=context_length(sample.meta),
         **extra,
     )
+
+
+class _Spent:
+    """One sample's calls so far, passed on to the session's meter; a failed sample's cost."""
+
+    def __init__(self, meter: _Meter) -> None:
+        self._meter = meter
+        self._started = time.perf_counter()
+        self._conversations: list[Conversation] = []
+
+    def on_call(self, conversation: Conversation, expected_calls: int) -> None:
+        self._conversations.append(conversation)
+        self._meter.on_call(conversation, expected_calls)
+
+    def cost(self) -> dict[str, Any]:
+        return {
+            "calls": len(self._conversations),
+            "prompt_tokens": sum(c.prompt_tokens for c in self._conversations),
+            "completion_tokens": sum(c.completion_tokens for c in self._conversations),
+            "seconds": time.perf_counter() - self._started,
+        }
 
 
 def _cost(run: Run) -> dict[str, Any]:
