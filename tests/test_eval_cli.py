@@ -80,7 +80,8 @@ def wait_for_rows(out: Path, count: int, process: subprocess.Popen[str]) -> None
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_a_killed_run_resumes_without_duplicates_or_gaps(server, tmp_path, sig):
-    server.always(CHAT, Reply(body=completion_body("noted \\boxed{7}"), delay=0.1))
+    # Slow enough that the run is still going when the signal lands, even on a busy machine.
+    server.always(CHAT, Reply(body=completion_body("noted \\boxed{7}"), delay=0.3))
     data, out = write_data(tmp_path / "data.jsonl", 16), tmp_path / "run"
     args = run_args(server, data, out, "--agent", "memagent", "--concurrency", "2")
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
