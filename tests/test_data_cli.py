@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from longread.eval.closed_book import knows
 from longread.eval.data_cli import data_group
 from longread.eval.datasets import load_samples
 
@@ -135,14 +136,20 @@ def test_closed_book_lists_what_the_model_knows_and_resumes(hotpot_file, tmp_pat
             CHAT,
             Reply(body=completion_body("\\boxed{answer 0}")),  # right
             Reply(body=completion_body("\\boxed{no idea}")),  # wrong
-            Reply(body=completion_body("It is answer 2.")),  # right without a box (sub-EM)
+            Reply(body=completion_body("It is answer 2.")),  # right without a box
             Reply(500, error_body("overloaded", 500)),  # the pass stops here
         )
         code, _, stderr = data(*args, "--base-url", f"{server.url}/v1")
         assert code == 3, stderr
         assert not out.exists()
-        log = [json.loads(line) for line in (tmp_path / "closed_book.txt.jsonl").open()]
-        assert [(a["id"], a["correct"]) for a in log] == [("q0", True), ("q1", False), ("q2", True)]
+        log = (tmp_path / "closed_book.txt.log").read_text().splitlines()
+        assert json.loads(log[0])["header"]["model"] == "m"
+        answers = [json.loads(line) for line in log[1:]]
+        assert [(a["id"], a["known"]) for a in answers] == [
+            ("q0", True),
+            ("q1", False),
+            ("q2", True),
+        ]
 
         server.script(
             CHAT,
@@ -152,6 +159,11 @@ def test_closed_book_lists_what_the_model_knows_and_resumes(hotpot_file, tmp_pat
         code, stdout, stderr = data(*args, "--base-url", f"{server.url}/v1")
         assert code == 0, stderr
         prompts = [r.body["messages"][-1]["content"] for r in server.requests_to(CHAT)]
+        # Another model's replies are never reused for this one.
+        other = [a if a != "m" else "other" for a in args]
+        code, _, stderr = data(*other, "--base-url", f"{server.url}/v1")
+        assert code == 2
+        assert "holds replies of another model or setting (model: saved 'm', now 'other')" in stderr
     assert out.read_text() == "q0\nq2\nq3\n"
     assert "3 of 5 questions answered without the context" in stdout
     # Only the two unanswered questions were asked again, and no document went with them.
@@ -160,3 +172,50 @@ def test_closed_book_lists_what_the_model_knows_and_resumes(hotpot_file, tmp_pat
         "Problem: Question 4?",
     ]
     assert all("Document" not in p for p in prompts)
+
+
+def logged_ids(log: Path) -> list[str]:
+    """The question ids of a closed-book log's reply lines (its first line is the header)."""
+    header, *replies = log.read_text().splitlines()
+    assert "header" in json.loads(header)
+    return [json.loads(line)["id"] for line in replies]
+
+
+def test_closed_book_keeps_every_answer_when_one_call_fails(hotpot_file, tmp_path):
+    out = tmp_path / "known.txt"
+    ok = completion_body("\\boxed{x}")
+    args = ["closed-book", "--input", str(hotpot_file), "--n", "6", "--out", str(out),
+            "--concurrency", "3", "--retries", "0", "--model", "m", "--no-progress"]  # fmt: skip
+    with FakeOpenAIServer() as server:
+        # Three calls start together: two answer at once, the third fails a moment later,
+        # while the next two (slow) are in flight.
+        server.script(
+            CHAT, Reply(body=ok), Reply(body=ok), Reply(500, error_body("down", 500), delay=0.3)
+        )
+        server.always(CHAT, Reply(body=ok, delay=1.0))
+        code, _, stderr = data(*args, "--base-url", f"{server.url}/v1")
+        assert code == 3, stderr
+        first_pass = logged_ids(tmp_path / "known.txt.log")
+        assert len(first_pass) == 2  # the answers that came back were kept
+        code, stdout, stderr = data(*args, "--base-url", f"{server.url}/v1")
+        assert code == 0, stderr
+    ids = logged_ids(tmp_path / "known.txt.log")
+    assert sorted(ids) == [f"q{i}" for i in range(6)]  # each once: resumed, nothing redone
+    assert "0 of 6 questions answered without the context" in stdout
+
+
+@pytest.mark.parametrize(
+    ("reply", "golds", "known"),
+    [
+        ("\\boxed{Paris}", ["Paris"], True),
+        ("I think it is Paris.", ["Paris"], True),  # whole words, unboxed
+        ("\\boxed{Parisian food}", ["Paris"], False),  # not a whole word
+        ("\\boxed{no}", ["no"], True),
+        ("No, I do not know.", ["no"], False),  # yes/no needs the exact answer
+        ("\\boxed{The Yes}", ["yes"], True),  # normalised: articles dropped
+        ("\\boxed{}", ["Paris"], False),
+        ("", ["Paris"], False),
+    ],
+)
+def test_the_closed_book_judge(reply, golds, known):
+    assert knows(reply, golds) is known

@@ -118,15 +118,19 @@ def test_ruler_with_and_without_context(tmp_path: Path) -> None:
 
 def test_ruler_benchmark_layout_gives_the_target_length(tmp_path: Path) -> None:
     # RULER writes <length>/data/<task>/validation.jsonl with each sample's own token count.
-    for task in ("niah_single_1", "vt"):
-        folder = tmp_path / "8192" / "data" / task
-        folder.mkdir(parents=True)
-        record = {"index": 0, "input": "Haystack.\nWhat is it?", "outputs": ["7"], "length": 8101}
-        write_jsonl(folder / "validation.jsonl", [record])
+    for length in (4096, 8192):
+        for task in ("niah_single_1", "vt"):
+            folder = tmp_path / str(length) / "data" / task
+            folder.mkdir(parents=True)
+            record = {"index": 0, "input": "Hay.\nWhat is it?", "outputs": ["7"], "length": 4000}
+            write_jsonl(folder / "validation.jsonl", [record])
     samples = [load_samples(p)[0] for p in sorted(tmp_path.rglob("validation.jsonl"))]
+    # Ids stay unique across the whole tree, so it can be run as one --data folder.
     assert [(s.id, s.meta["length"], s.meta["tokens"]) for s in samples] == [
-        ("niah_single_1-0", 8192, 8101),
-        ("vt-0", 8192, 8101),
+        ("niah_single_1-4096-0", 4096, 4000),
+        ("vt-4096-0", 4096, 4000),
+        ("niah_single_1-8192-0", 8192, 4000),
+        ("vt-8192-0", 8192, 4000),
     ]
 
 

@@ -78,7 +78,7 @@ def wait_for_rows(out: Path, count: int, process: subprocess.Popen[str]) -> None
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_run_resumes_without_duplicates_or_gaps(server, tmp_path, sig):
     # Slow enough that the run is still going when the signal lands, even on a busy machine.
     server.always(CHAT, Reply(body=completion_body("noted \\boxed{7}"), delay=0.3))
@@ -90,6 +90,8 @@ def test_a_killed_run_resumes_without_duplicates_or_gaps(server, tmp_path, sig):
     _, stderr = process.communicate(timeout=60)
     if sig == signal.SIGINT:
         assert process.returncode == 130 and "interrupted" in stderr
+    elif sig == signal.SIGTERM:
+        assert process.returncode == 143 and "terminated" in stderr
     else:
         assert process.returncode == -signal.SIGKILL
     survived = rows(out)
@@ -108,12 +110,13 @@ def test_a_killed_run_resumes_without_duplicates_or_gaps(server, tmp_path, sig):
     assert (summary["done"], summary["skipped"], summary["accuracy"]) == (16, len(survived), 0.5)
     assert "16/16 done, 0 failed, accuracy 50.0%" in resumed.stdout
     sessions = [json.loads(x) for x in (out / "sessions.jsonl").read_text().splitlines()]
-    if sig == signal.SIGINT:  # the interrupted session's time is kept for the run's totals
+    if sig != signal.SIGKILL:  # the interrupted session's time is kept for the run's totals
         assert [s["interrupted"] for s in sessions] == [True, False]
         assert sessions[0]["ran"] == len(survived) and sessions[0]["wall_seconds"] > 0
+        assert sum(s["ran"] for s in sessions) == 16
     else:  # a killed process writes nothing more
         assert [s["interrupted"] for s in sessions] == [False]
-    assert sum(s["ran"] for s in sessions) == (16 if sig == signal.SIGINT else 16 - len(survived))
+        assert sessions[0]["ran"] == 16 - len(survived)
 
 
 def test_failed_calls_are_recorded_counted_and_retried(server, tmp_path):
@@ -209,9 +212,12 @@ def test_a_folder_is_every_data_file_in_it_and_limit_takes_the_first(server, tmp
     memagent = [{"_id": "m0", "input": "What?", "context": "Text.", "answers": ["7"]}]
     (data / "m.json").write_text(json.dumps(memagent))
     (data / "notes.txt").write_text("not data")
+    (data / ".cache").mkdir()
+    (data / ".cache" / "scratch.jsonl").write_text("not a sample\n")  # hidden: left out
     args = run_args(server, data, out, "--agent", "full", "--limit", "6", "--no-progress")
     result = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+    assert f"reading 4 data file(s) from {data}" in result.stderr
     # Sorted by path: a.jsonl, b.jsonl, m.json, sub/c.jsonl.
     assert sorted(i for i, _ in rows(out)) == ["a00", "a01", "b00", "b01", "c00", "m0"]
     config = json.loads((out / "config.json").read_text())
@@ -226,3 +232,17 @@ def test_data_errors_are_one_line_and_exit_2(server, tmp_path):
     assert result.returncode == 2
     expected = "holds no data files (.jsonl, .json, .parquet, .pq)"
     assert result.stderr == f"longread: error: {tmp_path / 'empty'} {expected}\n"
+
+
+def test_results_of_other_sample_ids_are_noted_when_resuming(server, tmp_path):
+    data, out = tmp_path / "data.jsonl", tmp_path / "run"
+    write_data(data, 2, prefix="old")
+    args = run_args(server, data, out, "--agent", "full", "--no-progress")
+    assert subprocess.run(args, capture_output=True, text=True, timeout=120).returncode == 0
+    write_data(data, 2, prefix="new")  # the same file, rebuilt with other ids
+    resumed = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (
+        "none of the 2 results in" in resumed.stderr and "every sample runs again" in resumed.stderr
+    )
+    assert sorted(i for i, _ in rows(out)) == ["new00", "new01", "old00", "old01"]

@@ -202,3 +202,12 @@ async def test_plot_is_written(run_dirs, tmp_path):
     assert (tmp_path / "plot.png").read_bytes().startswith(b"\x89PNG")
     with pytest.raises(UsageError, match="no sample has a numeric context length"):
         plot_accuracy([], tmp_path / "empty.png")
+
+
+async def test_a_damaged_session_log_is_a_one_line_error(run_dirs):
+    full = run_dirs[0]
+    with (full / "sessions.jsonl").open("a") as log:
+        log.write('{"ran": 3, "wall_sec\n')  # cut short
+    result = CliRunner().invoke(eval_group, ["report", str(full)])
+    assert result.exit_code == 2
+    assert result.stderr == f"longread: error: {full / 'sessions.jsonl'}:2: not a session record\n"

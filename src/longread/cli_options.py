@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import signal
 import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -150,12 +152,32 @@ def backend_settings(options: dict[str, Any]) -> BackendSettings:
 
 
 def run_or_exit(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run the coroutine; user-facing errors become one line on stderr and an exit code."""
+    """Run the coroutine; user-facing errors become one line on stderr and an exit code.
+    Ctrl-C and SIGTERM (``kill``, ``timeout``, a batch scheduler) cancel it, so its cleanup
+    (``finally`` blocks: closing stores, recording the session) runs before the exit."""
     try:
-        return asyncio.run(coroutine)
+        return asyncio.run(_cancelled_by_sigterm(coroutine))
     except LongreadError as exc:
         click.echo(f"longread: error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("longread: interrupted", err=True)
         sys.exit(130)
+    except asyncio.CancelledError:
+        click.echo("longread: terminated", err=True)
+        sys.exit(128 + signal.SIGTERM)
+
+
+async def _cancelled_by_sigterm(coroutine: Coroutine[Any, Any, T]) -> T:
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    try:
+        if task is not None:
+            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    except (NotImplementedError, RuntimeError):  # no signal handlers here (Windows, a thread)
+        pass
+    try:
+        return await coroutine
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGTERM)

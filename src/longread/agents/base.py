@@ -53,10 +53,10 @@ class CallContext:
         """Send one conversation and record it. Backend failures propagate (never an empty
         answer): a run either completes or fails loudly."""
         completion = await self.backend.chat(messages, params)
-        _check_not_truncated(self, messages, completion)
         conversation = Conversation.from_completion(kind, step, messages, completion, **extra)
-        if self.progress is not None:
+        if self.progress is not None:  # before the check: a refused call was still paid for
             self.progress(conversation, self.expected_calls)
+        _check_not_truncated(self, messages, completion)
         return conversation
 
 

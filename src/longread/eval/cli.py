@@ -89,6 +89,7 @@ async def _eval_run(
         raise UsageError(f"no samples in {data}")
     with RunStore(out, writer=True) as store:
         store.save_config(run_config(agent, dataclasses.asdict(config), settings, data))
+        _note_foreign_results(store, samples, out)
         backend = make_backend(settings)
         try:
             tokenizer = await make_tokenizer(backend, settings)
@@ -106,15 +107,33 @@ async def _eval_run(
 
 def _load_samples(data: Path) -> list[Sample]:
     """The samples of a data file, or of every data file (.jsonl, .json, .parquet) in a
-    folder and its subfolders, sorted by path (RULER writes ``<task>/validation.jsonl``)."""
+    folder and its subfolders (hidden ones left out), sorted by path (RULER writes
+    ``<length>/data/<task>/validation.jsonl``)."""
     from .datasets import DATA_SUFFIXES, load_samples
 
     if not data.is_dir():
         return load_samples(data)
-    files = sorted(p for p in data.rglob("*") if p.suffix.lower() in DATA_SUFFIXES)
+    files = sorted(
+        path
+        for path in data.rglob("*")
+        if path.suffix.lower() in DATA_SUFFIXES
+        and not any(part.startswith(".") for part in path.relative_to(data).parts)
+    )
     if not files:
         raise UsageError(f"{data} holds no data files ({', '.join(DATA_SUFFIXES)})")
+    click.echo(f"reading {len(files)} data file(s) from {data}", err=True)
     return [sample for path in files for sample in load_samples(path)]
+
+
+def _note_foreign_results(store: Any, samples: list[Sample], out: str) -> None:
+    """Say so when a folder's results belong to none of the samples (ids changed since)."""
+    stored = store.done_ids() | store.failed_ids()
+    if stored and not stored & {s.id for s in samples}:
+        click.echo(
+            f"longread: note: none of the {len(stored)} results in {out} is for a sample of "
+            "this data (were its ids changed?); they are kept, but every sample runs again",
+            err=True,
+        )
 
 
 def _print_summary(summary: Summary, out: str) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ..agents.prompts import load_prompt
 from ..cli_options import backend_options, backend_settings, run_or_exit
 from ..errors import UsageError
 from ..llm.base import SamplingParams
@@ -27,7 +28,8 @@ from .closed_book import Question, ask_closed_book
     "--out",
     required=True,
     type=click.Path(dir_okay=False),
-    help="Write the ids answered correctly here, one per line (for data hotpotqa --exclude).",
+    help="Write the ids answered correctly here, one per line (for data hotpotqa --exclude);"
+    " every reply goes to OUT.log.",
 )
 @click.option("--n", type=click.IntRange(min=1), help="Only the first N questions [all].")
 @click.option("--answer-tokens", type=click.IntRange(min=1), default=128, show_default=True,
@@ -41,9 +43,9 @@ def closed_book(input_path: str, out: str, n: int | None, answer_tokens: int, co
     """Ask each question with no document and list those the model gets right.
 
     RULER-HQA leaves such questions out, so that accuracy measures reading, not recall: pass
-    the list to ``longread data hotpotqa --exclude``. Greedy decoding; judged by lenient
-    sub-EM, the harness's own judge. Every answer goes to OUT.jsonl as it arrives, so an
-    interrupted pass resumes when rerun.
+    the list to ``longread data hotpotqa --exclude``. Greedy decoding. An answer counts when
+    it equals the gold (SQuAD-normalised) or holds it as whole words; yes/no must be exact.
+    Every reply goes to OUT.log as it arrives, so an interrupted pass resumes when rerun.
     """
     settings = dataclasses.replace(backend_settings(options), max_concurrency=concurrency)
     run_or_exit(_closed_book(Path(input_path), Path(out), n, answer_tokens, settings, progress))
@@ -58,7 +60,18 @@ async def _closed_book(
     questions = [Question(q.id, q.question, (q.answer,)) for q in parsed]
     if out.is_dir():
         raise UsageError(f"{out} is a folder; --out takes a file name")
-    log = out.with_name(out.name + ".jsonl")
+    # Not .jsonl: a log beside the data must not be read as a data file by eval run --data.
+    log = out.with_name(out.name + ".log")
+    header = {
+        "backend": settings.backend,
+        "base_url": settings.base_url,
+        "model": settings.model,
+        "gguf": settings.gguf,
+        "quant": settings.quant,
+        "extra_body": settings.extra_body,
+        "answer_tokens": answer_tokens,
+        "prompt": load_prompt("closed_book").template,
+    }
     backend = make_backend(settings)
     try:
         answers = await ask_closed_book(
@@ -66,12 +79,13 @@ async def _closed_book(
             backend,
             SamplingParams(max_tokens=answer_tokens),
             log,
+            header,
             concurrency=settings.max_concurrency,
             progress=progress,
         )
     finally:
         await backend.aclose()
-    correct = [a.id for a in answers if a.correct]
+    correct = [a.id for a in answers if a.known]
     out.write_text("".join(f"{i}\n" for i in correct), encoding="utf-8")
     click.echo(
         f"{len(correct)} of {len(answers)} questions answered without the context; "

@@ -250,8 +250,9 @@ def _ruler(record: Mapping[str, Any], where: str, default_id: str, path: Path) -
         context, _, question = prompt.rstrip().rpartition("\n")
         meta["question_split"] = "last_line"
     sample_id = str(record.get("id", record.get("index", default_id)))
-    if "task" in meta and "id" not in record:  # RULER's indexes restart at 0 in every task
-        sample_id = f"{meta['task']}-{sample_id}"
+    if "task" in meta and "id" not in record:  # RULER's indexes restart in every file
+        length = f"{target}-" if target is not None else ""
+        sample_id = f"{meta['task']}-{length}{sample_id}"
     return Sample(sample_id, _text(question, where, "input"), context, answers, meta)
 
 

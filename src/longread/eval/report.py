@@ -31,7 +31,8 @@ _LEGEND = (
 _TIME_KEYS = ("wall_seconds", "backend_busy_seconds", "overhead_seconds")
 _COUNT_KEYS = ("sessions", "samples", *_TIME_KEYS)
 _TIME_LEGEND = (
-    "Summed over every session of each run (interrupted ones included). backend s: wall time "
+    "Summed over every session of each run (interrupted ones included; a sample retried in a "
+    "later session is a second sample run). backend s: wall time "
     "with a model call in flight; overhead s: the rest (loading data, chunking, scoring, "
     "writing traces and results, and the gaps between calls)."
 )
@@ -82,19 +83,29 @@ def run_times(run_dirs: Iterable[str | Path]) -> list[Row]:
     A session killed outright (SIGKILL, power loss) leaves no record, so its time is missing."""
     rows = []
     for run_dir in run_dirs:
-        path = _existing(run_dir) / "sessions.jsonl"
-        sessions = (
-            [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
-        )
+        sessions = _sessions(_existing(run_dir) / "sessions.jsonl")
         rows.append(
             {
                 "run_dir": str(run_dir),
                 "sessions": len(sessions),
-                "samples": sum(s["ran"] for s in sessions),
+                "samples": sum(s["ran"] for s in sessions),  # a retried sample counts twice
                 **{key: sum(s[key] for s in sessions) for key in _TIME_KEYS},
             }
         )
     return rows
+
+
+def _sessions(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    sessions = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            session = json.loads(line)
+            sessions.append({k: session[k] for k in ("ran", *_TIME_KEYS)})
+        except (ValueError, KeyError, TypeError):
+            raise UsageError(f"{path}:{number}: not a session record") from None
+    return sessions
 
 
 def run_time_report(times: Sequence[Row]) -> str:
@@ -102,7 +113,7 @@ def run_time_report(times: Sequence[Row]) -> str:
     lines = [
         "## Run time",
         "",
-        "| run | sessions | samples | wall s | backend s | overhead s | overhead |",
+        "| run | sessions | sample runs | wall s | backend s | overhead s | overhead |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     total = {"run_dir": "**total**", **{k: sum(t[k] for t in times) for k in _COUNT_KEYS}}

@@ -59,7 +59,7 @@ class Summary:
     overhead_seconds: float
     bookkeeping_seconds: float
     concurrency: int
-    interrupted: bool = False  # stopped early (Ctrl-C, a kill signal, a failure streak, a bug)
+    interrupted: bool = False  # stopped early (Ctrl-C, SIGTERM, a failure streak, a bug)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -198,7 +198,7 @@ async def run_eval(
 
     interrupted = True
     try:
-        await _run_workers(min(concurrency, len(todo)), worker)
+        await run_workers(min(concurrency, len(todo)), worker)
         interrupted = False
     finally:
         bar.close()
@@ -345,7 +345,7 @@ class _FailureStreak:
             )
 
 
-async def _run_workers(count: int, worker: Callable[[], Awaitable[None]]) -> None:
+async def run_workers(count: int, worker: Callable[[], Awaitable[None]]) -> None:
     """Run ``count`` copies of ``worker``; the first to raise cancels the others."""
     if count < 1:
         return
