@@ -233,3 +233,34 @@ def test_every_agent_against_an_openai_compatible_server(llama_server: str, agen
     assert_well_formed(run, agent_name, chunks)
     if agent_name in FINDS_THE_NEEDLE:
         assert SMALL_NUMBER in run.answer
+
+
+def test_a_set_built_run_and_reported_on_the_embedded_model(tmp_path: Path) -> None:
+    """The evaluation pipeline a user runs: build a RULER set with the model's vocabulary,
+    run an agent over it, report it; the report agrees with the replies in the traces."""
+    data, run, report = tmp_path / "data", tmp_path / "run", tmp_path / "report.md"
+    built = longread("data", "ruler", "--task", "niah_single_2", "--lengths", "1500", "--n", "2",
+                     "--out", str(data))  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    ran = longread("eval", "run", "--data", str(data), "--agent", "rag", "--out", str(run),
+                   "--no-progress")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    rows = tmp_path / "rows.jsonl"
+    reported = longread("eval", "report", str(run), "--markdown", str(report), "--json", str(rows))
+    assert reported.returncode == 0, reported.stderr
+
+    samples = {
+        s["id"]: s for s in map(json.loads, (data / "ruler_niah_single_2_1500.jsonl").open())
+    }
+    found = []
+    for row in map(json.loads, rows.open()):
+        trace = json.loads((run / "traces" / f"{row['sample_id']}.json").read_text())
+        answer = trace["conversations"][-1]["answer"]  # the box, else the whole reply
+        (needle,) = samples[row["sample_id"]]["answers"]
+        found.append(needle in answer)  # RULER's match: the needle anywhere in the answer
+        assert row["match_all"] == 100.0 * (needle in answer)
+    line = next(x for x in report.read_text().splitlines() if x.startswith("| 1500 | rag |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[2] == "2"  # n
+    assert float(cells[7]) == 100.0 * sum(found) / 2  # match_all
+    assert "## ruler/niah_single_2" in report.read_text()
