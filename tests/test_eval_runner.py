@@ -154,6 +154,9 @@ def test_each_ruler_task_is_its_own_dataset_in_reports():
     assert dataset_label({"dataset": "hotpotqa"}) == "hotpotqa"
     assert dataset_label({"dataset": "qa", "task": "qa"}) == "qa"
     assert dataset_label({"task": "vt"}) is None
+    # RULER-HQA by document count and by tokens: two axes, never one table.
+    assert dataset_label({"dataset": "hotpotqa", "docs": 50}) == "hotpotqa (by documents)"
+    assert dataset_label({"dataset": "hotpotqa", "docs": 61, "length": 8192}) == "hotpotqa"
 
 
 async def test_the_bar_moves_with_every_call_not_only_every_sample(tmp_path, monkeypatch):

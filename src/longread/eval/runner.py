@@ -266,11 +266,15 @@ def context_length(meta: dict[str, Any]) -> int | str | None:
 
 def dataset_label(meta: dict[str, Any]) -> str | None:
     """What reports group datasets by: the dataset's name, with the task where one dataset
-    holds several (RULER's ``ruler/niah_single_2``), since tasks must not share a table."""
+    holds several (RULER's ``ruler/niah_single_2``), since tasks must not share a table, and
+    marked ``(by documents)`` for sets sized by document count."""
     dataset, task = meta.get("dataset"), meta.get("task")
     if dataset is None:
         return None
-    return f"{dataset}/{task}" if task and task != dataset else str(dataset)
+    label = f"{dataset}/{task}" if task and task != dataset else str(dataset)
+    # Sets sized by document count (RULER-HQA's own axis) must not share a table or a plot
+    # line with sets sized in tokens.
+    return f"{label} (by documents)" if "docs" in meta and "length" not in meta else label
 
 
 def trace_name(sample_id: str) -> str:
