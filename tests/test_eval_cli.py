@@ -3,6 +3,7 @@ for real in the middle, then resumed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sqlite3
@@ -78,13 +79,26 @@ def wait_for_rows(out: Path, count: int, process: subprocess.Popen[str]) -> None
         time.sleep(0.05)
 
 
+@contextlib.contextmanager
+def sigint_not_ignored() -> Iterator[None]:
+    """Let a child started here take Ctrl-C. A shell starts background jobs (``make test &``,
+    some CI runners) with SIGINT ignored, and an ignored signal stays ignored across exec, so
+    the child would never see it; a handled one is reset to the default instead."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_run_resumes_without_duplicates_or_gaps(server, tmp_path, sig):
     # Slow enough that the run is still going when the signal lands, even on a busy machine.
     server.always(CHAT, Reply(body=completion_body("noted \\boxed{7}"), delay=0.3))
     data, out = write_data(tmp_path / "data.jsonl", 16), tmp_path / "run"
     args = run_args(server, data, out, "--agent", "memagent", "--concurrency", "2")
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with sigint_not_ignored():
+        process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for_rows(out, 4, process)
     process.send_signal(sig)
     _, stderr = process.communicate(timeout=60)
