@@ -211,3 +211,16 @@ async def test_a_damaged_session_log_is_a_one_line_error(run_dirs):
     result = CliRunner().invoke(eval_group, ["report", str(full)])
     assert result.exit_code == 2
     assert result.stderr == f"longread: error: {full / 'sessions.jsonl'}:2: not a session record\n"
+
+
+def test_length_ticks_read_like_the_papers():
+    from longread.eval.report import _tick_label
+
+    assert [_tick_label(x) for x in (2048, 8192, 131072, 1 << 20, 3500, 50)] == [
+        "2K",
+        "8K",
+        "128K",
+        "1M",
+        "3500",
+        "50",
+    ]

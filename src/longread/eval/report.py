@@ -143,18 +143,31 @@ def plot_accuracy(rows: Sequence[Row], path: str | Path) -> None:
         raise UsageError("nothing to plot: no sample has a numeric context length")
     figure = Figure(figsize=(5 * len(curves), 4), layout="constrained")
     axes = figure.subplots(1, len(curves), squeeze=False)[0]
+    agents = sorted({agent for lines in curves.values() for agent in lines})
+    colors = {agent: f"C{i % 10}" for i, agent in enumerate(agents)}  # the same in every panel
     for ax, (dataset, lines) in zip(axes, sorted(curves.items()), strict=True):
         for agent, points in sorted(lines.items()):
             xs = [x for x, _ in sorted(points)]
             ys = [y for _, y in sorted(points)]
-            ax.plot(xs, ys, marker="o", label=agent)
+            ax.plot(xs, ys, marker="o", label=agent, color=colors[agent])
         ax.set_xscale("log")
+        lengths = sorted({x for points in lines.values() for x, _ in points})
+        ax.set_xticks(lengths, labels=[_tick_label(x) for x in lengths])
+        ax.minorticks_off()  # log-scale minor ticks (3x10^3, ...) would bury the lengths
         ax.set_xlabel("context length")
         ax.set_ylabel("accuracy (%)")
-        ax.set_ylim(0, 100)
+        ax.set_ylim(-3, 103)  # room for markers at 0 and 100
         ax.set_title(dataset)
         ax.legend()
     figure.savefig(path)
+
+
+def _tick_label(length: float) -> str:
+    """2048 -> "2K", 1048576 -> "1M"; other numbers as they are."""
+    for size, suffix in ((1 << 20, "M"), (1 << 10, "K")):
+        if length >= size and length % size == 0:
+            return f"{int(length) // size}{suffix}"
+    return f"{length:g}"
 
 
 def _existing(run_dir: str | Path) -> Path:
