@@ -35,5 +35,30 @@ for agent in rag full memagent; do
     done
   done
 done
-$LONGREAD eval report "$RUNS"/* --markdown docs/results.md --plot docs/results.png
-echo "this session of scripts/results_embedded.sh took $(( $(date +%s) - start )) s"
+seconds=$(( $(date +%s) - start ))
+# The script's own sessions, so the page can say how long the whole run took across sessions.
+echo "{\"started\": \"$(date -u -d "@$start" +%FT%TZ)\", \"seconds\": $seconds}" \
+  >> results/invocations.jsonl
+echo "this session of scripts/results_embedded.sh took $seconds s"
+
+report=$(mktemp)
+$LONGREAD eval report "$RUNS"/* --markdown "$report" --plot docs/results.png
+total=$(.venv/bin/python -c 'import json,sys; print(round(sum(json.loads(l)["seconds"] for l in open(sys.argv[1]))))' results/invocations.jsonl)
+sessions=$(wc -l < results/invocations.jsonl)
+{
+  echo "# Results on the embedded model"
+  echo
+  echo "Made by \`scripts/results_embedded.sh\` (N=$N samples per cell) with longread" \
+    "$(.venv/bin/python -c 'import longread; print(longread.__version__)'), on $(nproc) CPU cores" \
+    "($(lscpu | sed -n 's/^Model name: *//p')), no GPU. The script ran in $sessions session(s)" \
+    "taking $total s of wall time in all (\`results/invocations.jsonl\`); rerunning it resumes" \
+    "any unfinished cell and rewrites this page. The model is the embedded SmolLM2-135M-Instruct" \
+    "(Q8_0 via llama-cpp-python, 8192-token window)."
+  echo
+  [ -f docs/results_notes.md ] && cat docs/results_notes.md && echo
+  echo "![accuracy against context length](results.png)"
+  echo
+  sed '1{/^# Evaluation report$/d}' "$report"
+} > docs/results.md
+rm -f "$report"
+echo "wrote docs/results.md and docs/results.png"
