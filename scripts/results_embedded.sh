@@ -25,6 +25,15 @@ lengths_csv=$(IFS=,; echo "${LENGTHS[*]}")
   $LONGREAD data hotpotqa --input "$HOTPOTQA" --lengths "$lengths_csv" --n "$N" --seed 0 --out "$DATA"
 
 start=$(date +%s)
+# The script's own sessions, interrupted ones included, so the page can say how long the whole
+# run took across sessions.
+record_session() {
+  local status=$? seconds=$(( $(date +%s) - start ))
+  echo "{\"started\": \"$(date -u -d "@$start" +%FT%TZ)\", \"seconds\": $seconds, \"exit\": $status}" \
+    >> results/invocations.jsonl
+  echo "this session of scripts/results_embedded.sh took $seconds s"
+}
+trap record_session EXIT
 for agent in rag full memagent; do
   flags=()
   [ "$agent" = memagent ] && flags=("${MEMAGENT_FLAGS[@]}")
@@ -35,11 +44,8 @@ for agent in rag full memagent; do
     done
   done
 done
-seconds=$(( $(date +%s) - start ))
-# The script's own sessions, so the page can say how long the whole run took across sessions.
-echo "{\"started\": \"$(date -u -d "@$start" +%FT%TZ)\", \"seconds\": $seconds}" \
-  >> results/invocations.jsonl
-echo "this session of scripts/results_embedded.sh took $seconds s"
+trap - EXIT
+record_session
 
 report=$(mktemp)
 $LONGREAD eval report "$RUNS"/* --markdown "$report" --plot docs/results.png
