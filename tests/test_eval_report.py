@@ -200,6 +200,12 @@ async def test_plot_is_written(run_dirs, tmp_path):
     pytest.importorskip("matplotlib")
     plot_accuracy(load_runs(run_dirs), tmp_path / "plot.png")
     assert (tmp_path / "plot.png").read_bytes().startswith(b"\x89PNG")
+    new_folder = tmp_path / "docs" / "new"  # outputs into folders that do not exist yet
+    args = ["report", *map(str, run_dirs), "--plot", str(new_folder / "p.png")]
+    result = CliRunner().invoke(eval_group, [*args, "--markdown", str(new_folder / "r.md")])
+    assert result.exit_code == 0, result.output
+    assert (new_folder / "p.png").read_bytes().startswith(b"\x89PNG")
+    assert (new_folder / "r.md").read_text().startswith("# Evaluation report")
     with pytest.raises(UsageError, match="no sample has a numeric context length"):
         plot_accuracy([], tmp_path / "empty.png")
 

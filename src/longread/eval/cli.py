@@ -181,6 +181,9 @@ def report(
 ) -> None:
     """Tables (and a plot) of one or more run folders RUN_DIRS: accuracy and cost per
     dataset x context length x agent, then where each run's time went."""
+    for path in (markdown_path, plot_path, json_path):
+        if path:  # a new folder for the outputs is made, not a traceback
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
     try:
         rows = load_runs(run_dirs)
         text = markdown_report(rows) + "\n" + run_time_report(run_times(run_dirs))
