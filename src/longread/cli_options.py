@@ -133,6 +133,17 @@ def agent_options(func: Any) -> Any:
     return func
 
 
+def hotpotqa_input_option(func: Any) -> Any:
+    """``--input``: the official HotpotQA JSON that the data commands read."""
+    return click.option(
+        "--input",
+        "input_path",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False),
+        help="Official HotpotQA JSON (_id, question, answer, supporting_facts, context).",
+    )(func)
+
+
 def backend_settings(options: dict[str, Any]) -> BackendSettings:
     """Take the backend flags out of ``options``."""
     return BackendSettings(

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ..agents.prompts import load_prompt
-from ..cli_options import backend_options, backend_settings, run_or_exit
+from ..cli_options import backend_options, backend_settings, hotpotqa_input_option, run_or_exit
 from ..errors import UsageError
 from ..llm.base import SamplingParams
 from ._hotpot import load_hotpotqa, parse_hotpot_records
@@ -17,13 +17,7 @@ from .closed_book import Question, ask_closed_book
 
 
 @click.command("closed-book")
-@click.option(
-    "--input",
-    "input_path",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="Official HotpotQA JSON (_id, question, answer, supporting_facts, context).",
-)
+@hotpotqa_input_option
 @click.option(
     "--out",
     required=True,

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ..cli_options import run_or_exit
+from ..cli_options import hotpotqa_input_option, run_or_exit
 from ..text.tokenizer import Tokenizer
 from ._hotpot import load_hotpotqa
 from .builders import build_hotpotqa, build_hotpotqa_to_length
@@ -69,13 +69,7 @@ def _write(samples: list[Sample], out: Path, name: str) -> None:
 
 
 @data_group.command("hotpotqa")
-@click.option(
-    "--input",
-    "input_path",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="Official HotpotQA JSON (_id, question, answer, supporting_facts, context).",
-)
+@hotpotqa_input_option
 @click.option(
     "--docs", callback=_int_list, help="Documents per question, e.g. 50,100,200 (RULER-HQA)."
 )
