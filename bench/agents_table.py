@@ -1,7 +1,8 @@
 """Every agent on the same needle documents at several lengths, on the embedded model.
 
     .venv/bin/python bench/agents_table.py [--lengths 2000,4000,12000] [--docs 5]
-        [--chunk-tokens 1000] [--memory-tokens 256] [--out bench/results/agents_table.jsonl]
+        [--chunk-tokens 1000] [--memory-tokens 256] [--prompt-set paper|notes]
+        [--out bench/results/agents_table.jsonl]
 
 One JSON line per (agent, length, document) is appended to --out as soon as it finishes, so an
 interrupted run resumes where it stopped. The table (accuracy, mean calls, prompt tokens and
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 
 from longread.agents import AGENTS, make_agent, make_config
-from longread.eval.needle import NEEDLE_QUESTION, needle_document_of_length
+from longread.data.needle import NEEDLE_QUESTION, needle_document_of_length
 from longread.llm.llamacpp import LlamaCppBackend
 from longread.text import LlamaCppTokenizer
 
@@ -42,8 +43,13 @@ def documents(tokenizer, lengths: list[int], count: int, seed: int) -> list[dict
 
 def agent_config(name: str, args):
     if name in MEMORY_AGENTS:
-        return make_config(name, chunk_tokens=args.chunk_tokens, memory_tokens=args.memory_tokens)
-    return make_config(name)
+        return make_config(
+            name,
+            chunk_tokens=args.chunk_tokens,
+            memory_tokens=args.memory_tokens,
+            prompt_set=args.prompt_set,
+        )
+    return make_config(name, prompt_set=args.prompt_set)
 
 
 async def run_all(args) -> None:
@@ -83,6 +89,7 @@ async def run_one(agent, name: str, doc: dict, tokenizer) -> dict:
         "prompt_tokens": run.prompt_tokens,
         "completion_tokens": run.completion_tokens,
         "seconds": round(time.perf_counter() - start, 2),
+        "memory_tokens": [s.completion_tokens for s in run.steps if s.kind == "update"],
         "notes": run.notes,
     }
 
@@ -114,6 +121,7 @@ def main() -> None:
     parser.add_argument("--agents", default=",".join(AGENTS))
     parser.add_argument("--chunk-tokens", type=int, default=1000)
     parser.add_argument("--memory-tokens", type=int, default=256)
+    parser.add_argument("--prompt-set", default="paper", help="bundled prompts: paper or notes")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="bench/results/agents_table.jsonl")
     parser.add_argument("--table-only", action="store_true")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from longread.agents.registry import make_agent
-from longread.eval.records import Sample
+from longread.data.records import Sample
 from longread.eval.store import RunStore, run_config
 from longread.llm.base import Completion, Message, SamplingParams
 from longread.llm.factory import BackendSettings
@@ -58,9 +58,6 @@ class AnswerBackend:
             raise reply
         tokens = self.prompt_tokens.get(question, self.tokenizer.count(prompt))
         return Completion(reply, "stop", tokens, self.tokenizer.count(reply), 0.001)
-
-    async def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
-        return None
 
     async def aclose(self) -> None:
         pass

@@ -62,8 +62,5 @@ class ScriptedBackend:
         prompt = sum(self.tokenizer.count(m["content"]) for m in messages)
         return Completion(text, finish, prompt, self.tokenizer.count(text), 0.001)
 
-    async def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
-        return None
-
     async def aclose(self) -> None:
         pass

@@ -70,7 +70,7 @@ async def test_full_short_document_goes_in_whole():
     run = await full(backend).run("How does it begin?", document)
     assert run.calls == 1 and run.agent == "full"
     assert document in prompt_of(backend)
-    assert run.conversations[0].truncated_tokens == 0 and not run.notes
+    assert run.steps[0].cut.cut_tokens == 0 and not run.notes
     assert run.answer == "cold" and run.boxed
 
 
@@ -92,7 +92,7 @@ async def test_full_long_document_keeps_head_and_tail_within_the_window(tmp_path
     assert prompt_plus_answer(backend) <= 1024 - fixed_cost(1024)
     assert prompt_plus_answer(backend) >= 1024 - fixed_cost(1024) - 10
     cut = tok.count(document) - tok.count(head) - tok.count(tail)
-    assert run.conversations[0].truncated_tokens == cut == int(omitted)
+    assert run.steps[0].cut.cut_tokens == cut == int(omitted)
     assert any(
         f"{cut} of {tok.count(document)} tokens cut to fit the 1024-token window" in note
         for note in run.notes
@@ -114,7 +114,7 @@ async def test_full_cuts_on_token_boundaries_with_a_decoding_tokenizer(tmp_path)
     assert prompt_plus_answer(backend) <= 1500 - fixed_cost(1500)
     assert prompt_plus_answer(backend) >= 1500 - fixed_cost(1500) - 20
     cut = tok.count(document) - tok.count(head) - tok.count(tail)
-    assert run.conversations[0].truncated_tokens == cut == int(omitted) > 0
+    assert run.steps[0].cut.cut_tokens == cut == int(omitted) > 0
 
 
 async def test_full_without_a_window_never_truncates():
@@ -123,7 +123,7 @@ async def test_full_without_a_window_never_truncates():
     agent = full(backend)
     run = await agent.run("q", document)
     assert document in prompt_of(backend)
-    assert run.conversations[0].truncated_tokens == 0 and not run.notes
+    assert run.steps[0].cut.cut_tokens == 0 and not run.notes
     assert agent.plan("q").chunk_tokens == UNBOUNDED_DOCUMENT_TOKENS
 
 
@@ -134,7 +134,7 @@ async def test_full_chunks_input_equals_string_input():
     for given in (document, chunk_text(document, tok, 300), chunk_text(document, tok, 5000)):
         backend = ScriptedBackend(["\\boxed{x}"], context_window=1024)
         run = await full(backend, final_tokens=100).run("q", given)
-        prompts.append((prompt_of(backend), run.conversations[0].truncated_tokens, run.notes))
+        prompts.append((prompt_of(backend), run.steps[0].cut.cut_tokens, run.notes))
     assert prompts[0] == prompts[1] == prompts[2]
 
 
@@ -183,10 +183,10 @@ async def test_rag_retrieves_the_chunk_with_the_answer():
         "What is the password for the vault?", document
     )
     needle = chunk_holding(NEEDLE, document, 60)
-    conversation = run.conversations[0]
+    conversation = run.steps[0]
     assert run.calls == 1 and run.agent == "rag"
-    assert conversation.retrieved_chunks is not None and len(conversation.retrieved_chunks) == 4
-    assert conversation.retrieved_chunks[0] == needle.index  # best first
+    assert conversation.retrieval.chunks is not None and len(conversation.retrieval.chunks) == 4
+    assert conversation.retrieval.chunks[0] == needle.index  # best first
     assert needle.text.strip() in prompt_of(backend)
     assert run.answer == "ALBATROSS" and run.boxed
 
@@ -197,7 +197,7 @@ async def test_rag_presents_chunks_in_document_order():
     run = await rag(backend, rag_chunk_tokens=60, rag_k=2).run("vault password?", document)
     late = chunk_holding(NEEDLE, document, 60)
     early = chunk_holding("The vault is old.", document, 60)
-    assert run.conversations[0].retrieved_chunks == [late.index, early.index]
+    assert run.steps[0].retrieval.chunks == [late.index, early.index]
     prompt = prompt_of(backend)
     assert prompt.index(early.text.strip()) < prompt.index(late.text.strip())
     numbers = [int(n) for n in re.findall(r"\[Passage (\d+)\]", prompt)]
@@ -208,7 +208,7 @@ async def test_rag_k_larger_than_the_number_of_chunks():
     document = haystack(2, {1: NEEDLE})
     backend = ScriptedBackend(["\\boxed{x}"])
     run = await rag(backend, rag_k=10).run("What is the password for the vault?", document)
-    assert sorted(run.conversations[0].retrieved_chunks or []) == [0]  # one 512-token chunk
+    assert sorted(run.steps[0].retrieval.chunks) == [0]  # one 512-token chunk
     assert document.strip() in prompt_of(backend)
     assert any("fewer than rag_k=10" in note for note in run.notes)
 
@@ -221,7 +221,7 @@ async def test_rag_without_matching_terms_falls_back_to_the_first_chunks(questio
     document = haystack(30, {})
     backend = ScriptedBackend(["\\boxed{x}"])
     run = await rag(backend, rag_chunk_tokens=60, rag_k=3).run(question, document)
-    assert run.conversations[0].retrieved_chunks == [0, 1, 2]
+    assert run.steps[0].retrieval.chunks == [0, 1, 2]
     assert any(why in note and "first 3 chunk(s)" in note for note in run.notes)
 
 
@@ -232,7 +232,7 @@ async def test_rag_uses_fewer_chunks_when_k_do_not_fit_the_window():
     agent = rag(backend, rag_chunk_tokens=chunk_size, rag_k=4, final_tokens=50)
     assert agent.plan("q").chunk_tokens == chunk_size  # one chunk fits; four do not
     run = await agent.run("What is the password for the vault?", document)
-    retrieved = run.conversations[0].retrieved_chunks or []
+    retrieved = run.steps[0].retrieval.chunks
     assert 1 <= len(retrieved) < 4
     assert retrieved[0] == chunk_holding(NEEDLE, document, chunk_size).index
     assert prompt_plus_answer(backend) <= 600 - fixed_cost(600)
@@ -245,7 +245,7 @@ async def test_rag_recuts_precut_chunks_at_its_own_size():
     for given in (document, chunk_text(document, WordTokenizer(), 1000)):
         backend = ScriptedBackend(["\\boxed{x}"])
         run = await rag(backend, rag_chunk_tokens=60).run("password of the vault?", given)
-        prompts.append((prompt_of(backend), run.conversations[0].retrieved_chunks))
+        prompts.append((prompt_of(backend), run.steps[0].retrieval.chunks))
     assert prompts[0] == prompts[1]
 
 
@@ -276,7 +276,7 @@ async def test_answer_without_box_is_the_whole_reply_and_flagged(make_agent):
     backend = ScriptedBackend(["<think>hmm</think>Paris, I think"])
     run = await make_agent(backend).run("q", "Paris is in France.")
     assert run.answer == "Paris, I think" and not run.boxed
-    assert NO_BOXED_ANSWER in run.conversations[0].flags
+    assert NO_BOXED_ANSWER in run.steps[0].flags
 
 
 @pytest.mark.parametrize("document", ["  \n", []])

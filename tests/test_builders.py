@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from longread.errors import UsageError
-from longread.eval.builders import (
+from longread.data.builders import (
     RULER_TASKS,
     build_hotpotqa,
     build_hotpotqa_to_length,
     build_ruler,
 )
-from longread.eval.records import Sample
+from longread.data.records import Sample
+from longread.errors import UsageError
 from longread.text import HFTokenizer, Tokenizer
 
 from .text_helpers import RegexTokenizer, train_bpe

@@ -80,11 +80,11 @@ def test_ask_prints_the_answer_and_writes_the_trace(server, document, tmp_path):
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == "7"
     data = json.loads(trace.read_text())
-    kinds = [c["kind"] for c in data["conversations"]]
+    kinds = [c["kind"] for c in data["steps"]]
     assert kinds[-1] == "final" and set(kinds[:-1]) == {"update"}
     assert len(kinds) == len(server.requests_to(CHAT))
     # Every paragraph was read once, in order.
-    prompts = [c["messages"][0]["content"] for c in data["conversations"][:-1]]
+    prompts = [c["messages"][0]["content"] for c in data["steps"][:-1]]
     where = [
         next(i for i, p in enumerate(prompts) if f"Paragraph {n} says" in p) for n in range(40)
     ]
@@ -243,4 +243,4 @@ def test_agent_specific_flags_reach_the_agent(server, document, tmp_path):
     assert result.exit_code == 0, result.stderr
     data = json.loads(trace.read_text())
     assert data["config"]["rag_k"] == 2
-    assert len(data["conversations"][0]["retrieved_chunks"]) == 2
+    assert len(data["steps"][0]["retrieval"]["chunks"]) == 2

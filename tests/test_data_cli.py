@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from longread.cli.data import data_group
+from longread.data.loaders import load_samples
 from longread.eval.closed_book import knows
-from longread.eval.data_cli import data_group
-from longread.eval.datasets import load_samples
 
 from .fake_openai_server import FakeOpenAIServer, Reply, completion_body, error_body
 from .test_builders import fake_records

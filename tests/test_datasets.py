@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from longread.data.loaders import detect_format, iter_samples, load_samples, save_samples
+from longread.data.records import Sample
 from longread.errors import UsageError
-from longread.eval.datasets import detect_format, iter_samples, load_samples, save_samples
-from longread.eval.records import Sample
 
 HOTPOT_FILE = Path("/work/shared/data/hotpotqa_dev_sample100.json")
 

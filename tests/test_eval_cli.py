@@ -26,7 +26,7 @@ def eval_command(*args: str) -> list[str]:
     """The installed command once the main CLI registers ``eval``, else the group itself."""
     if "eval" in cli.commands:
         return [sys.executable, "-m", "longread.cli", "eval", *args]
-    code = "import sys; from longread.eval.cli import eval_group; eval_group.main(sys.argv[1:])"
+    code = "import sys; from longread.cli.eval import eval_group; eval_group.main(sys.argv[1:])"
     return [sys.executable, "-c", code, *args]
 
 

@@ -9,8 +9,8 @@ from statistics import mean
 import pytest
 from click.testing import CliRunner
 
+from longread.cli.eval import eval_group
 from longread.errors import BackendError, UsageError
-from longread.eval.cli import eval_group
 from longread.eval.report import (
     load_runs,
     markdown_report,

@@ -24,14 +24,14 @@ async def test_n_chunks_make_n_plus_one_calls_and_memory_is_replaced():
     run = await agent_for(backend).run("What is the number?", chunks("one", "two", "three"))
 
     assert run.calls == 4
-    assert [c.kind for c in run.conversations] == ["update"] * 3 + ["final"]
+    assert [c.kind for c in run.steps] == ["update"] * 3 + ["final"]
     prompts = [req[0][0]["content"] for req in backend.requests]
     # Each update sees the previous reply as its memory, and only that: replacement, not append.
     assert NO_MEMORY in prompts[0]
     assert "memory A" in prompts[1] and NO_MEMORY not in prompts[1]
     assert "memory B" in prompts[2] and "memory A" not in prompts[2]
     assert "memory C" in prompts[3] and "memory B" not in prompts[3]
-    assert [c.memory for c in run.conversations[:3]] == ["memory A", "memory B", "memory C"]
+    assert [c.memory for c in run.steps[:3]] == ["memory A", "memory B", "memory C"]
     assert run.answer == "42" and run.boxed
 
 
@@ -48,7 +48,7 @@ async def test_update_prompt_orders_problem_memory_section():
 async def test_think_blocks_are_not_carried_into_memory():
     backend = ScriptedBackend(["<think>long musing</think>the key is 7", "\\boxed{7}"])
     run = await agent_for(backend).run("key?", chunks("text"))
-    assert run.conversations[0].memory == "the key is 7"
+    assert run.steps[0].memory == "the key is 7"
     assert "long musing" not in backend.requests[1][0][0]["content"]
 
 
@@ -63,7 +63,7 @@ async def test_budgets_are_sent_as_max_tokens():
 async def test_truncated_memory_is_flagged_and_reported():
     backend = ScriptedBackend(["cut memo", "\\boxed{x}"], finish_reasons=["length", "stop"])
     run = await agent_for(backend, memory_tokens=2).run("q", chunks("c"))
-    assert MEMORY_TRUNCATED in run.conversations[0].flags
+    assert MEMORY_TRUNCATED in run.steps[0].flags
     assert any("cap" in note for note in run.notes)
 
 
@@ -71,14 +71,14 @@ async def test_answer_without_box_is_the_whole_reply_and_flagged():
     backend = ScriptedBackend(["m", "Paris, I think"])
     run = await agent_for(backend).run("q", chunks("c"))
     assert run.answer == "Paris, I think" and not run.boxed
-    assert NO_BOXED_ANSWER in run.conversations[-1].flags
+    assert NO_BOXED_ANSWER in run.steps[-1].flags
 
 
 async def test_string_document_is_chunked_with_the_tokenizer():
     document = " ".join(f"word{i}" for i in range(250))  # 250 tokens
     backend = ScriptedBackend(["m"] * 3 + ["\\boxed{x}"])
     run = await agent_for(backend, chunk_tokens=100).run("q", document)
-    updates = run.conversations[:-1]
+    updates = run.steps[:-1]
     assert [c.chunk_tokens for c in updates] == [100, 100, 50]
     expected = chunk_text(document, WordTokenizer(), 100)
     assert "".join(c.text for c in expected) == document
@@ -145,8 +145,8 @@ async def test_trace_round_trips_through_json(tmp_path):
 
     loaded = Run.from_dict(json.loads(path.read_text()))
     assert loaded.answer == "ok" and loaded.calls == 2
-    assert loaded.conversations[0].messages == run.conversations[0].messages
-    assert loaded.conversations[0].memory == "m1"
+    assert loaded.steps[0].messages == run.steps[0].messages
+    assert loaded.steps[0].memory == "m1"
 
 
 async def test_progress_callback_sees_every_call_with_expected_total():

@@ -30,7 +30,7 @@ class Router:
 
     def __call__(self, messages) -> str:
         content = messages[0]["content"]
-        if "Decide whether the notes are enough" in content:
+        if "Decide whether the memory is enough" in content:
             return self.decisions.pop(0)
         if "You reread the whole document" in content:
             return "integrated notes <confirmed>fact</confirmed>"
@@ -48,7 +48,7 @@ def make(decisions: list[str], max_reread: int = 2, calls: int = 100):
 
 
 def kinds(run) -> list[str]:
-    return [c.kind for c in run.conversations]
+    return [c.kind for c in run.steps]
 
 
 async def test_stop_after_root_pass_costs_n_plus_2_calls():
@@ -56,7 +56,7 @@ async def test_stop_after_root_pass_costs_n_plus_2_calls():
     run = await agent.run("Where is the vault?", chunks(3))
     assert kinds(run) == ["update"] * 3 + ["decide", "final"]
     assert run.calls == 3 + 2
-    assert [c.phase for c in run.conversations] == ["root"] * 3 + ["decide-1", "final"]
+    assert [c.phase for c in run.steps] == ["root"] * 3 + ["decide-1", "final"]
     assert run.answer == "Zurich"
 
 
@@ -67,20 +67,20 @@ async def test_one_reread_builds_a_sub_memory_and_integrates_it():
     assert kinds(run) == ["update"] * 2 + ["decide"] + ["update"] * 2 + [
         "final", "integrate", "decide", "final",
     ]  # fmt: skip
-    reread = [c for c in run.conversations if c.phase == "reread-1"]
+    reread = [c for c in run.steps if c.phase == "reread-1"]
     # The reread reads the whole document with the sub-question as its problem.
     assert [c.chunk_index for c in reread if c.kind == "update"] == [0, 1]
     assert all("Which city holds the vault?" in c.messages[0]["content"] for c in reread)
-    integrate = next(c for c in run.conversations if c.kind == "integrate")
+    integrate = next(c for c in run.steps if c.kind == "integrate")
     prompt = integrate.messages[0]["content"]
     assert "memory after update 2" in prompt  # old root memory
     assert "memory after update 4" in prompt  # the reread's sub-memory (the reference dropped it)
     assert "Which city holds the vault?" in prompt and "Zurich" in prompt  # sub-q and sub-answer
     # The integrated memory is what the second decision and the final answer see.
-    assert "integrated notes" in run.conversations[-2].messages[0]["content"]
-    assert "integrated notes" in run.conversations[-1].messages[0]["content"]
+    assert "integrated notes" in run.steps[-2].messages[0]["content"]
+    assert "integrated notes" in run.steps[-1].messages[0]["content"]
     # The second decision sees the first question and its answer in the history.
-    assert "Which city holds the vault?" in run.conversations[-2].messages[0]["content"]
+    assert "Which city holds the vault?" in run.steps[-2].messages[0]["content"]
 
 
 async def test_rereading_stops_at_max_reread_without_a_last_decision():
@@ -105,15 +105,15 @@ async def test_a_repeated_sub_question_is_never_reread():
     agent, _ = make(["<subquestion>Who?</subquestion>", "<subquestion>who</subquestion>"], 3)
     run = await agent.run("q", chunks(2))
     assert kinds(run).count("integrate") == 1
-    second = [c for c in run.conversations if c.kind == "decide"][1]
-    assert REPEATED_SUBQUESTION in second.flags and second.sub_question is None
+    second = [c for c in run.steps if c.kind == "decide"][1]
+    assert REPEATED_SUBQUESTION in second.flags and second.reread is None
     assert any("repeated" in note for note in run.notes)
 
 
 async def test_malformed_decision_is_a_recorded_format_error_not_a_silent_stop():
     agent, _ = make(["I am not sure what to do."])
     run = await agent.run("q", chunks(2))
-    decide = next(c for c in run.conversations if c.kind == "decide")
+    decide = next(c for c in run.steps if c.kind == "decide")
     assert FORMAT_ERROR in decide.flags
     assert any("format error" in note for note in run.notes)
     assert kinds(run)[-1] == "final"

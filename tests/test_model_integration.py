@@ -169,10 +169,10 @@ def small_needle() -> str:
 def assert_well_formed(run, agent: str, n_chunks: int) -> None:
     """A complete, fully costed run with the call pattern of its algorithm."""
     assert run.agent == agent and run.answer.strip()
-    assert run.calls == len(run.conversations)
-    assert run.prompt_tokens == sum(c.prompt_tokens for c in run.conversations) > 0
-    assert all(c.prompt_tokens > 0 and c.seconds > 0 for c in run.conversations)
-    assert run.conversations[-1].kind == "final"
+    assert run.calls == len(run.steps)
+    assert run.prompt_tokens == sum(c.prompt_tokens for c in run.steps) > 0
+    assert all(c.prompt_tokens > 0 and c.seconds > 0 for c in run.steps)
+    assert run.steps[-1].kind == "final"
     if agent in ("memagent", "rememr1"):
         assert run.calls == n_chunks + 1
     elif agent == "memreread":

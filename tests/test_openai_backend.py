@@ -114,7 +114,7 @@ async def test_logprobs_are_requested_and_parsed(server: FakeOpenAIServer) -> No
     tokens = [{"token": "token_id:17", "logprob": -0.5}, {"token": "token_id:4", "logprob": -1.25}]
     server.script(CHAT, Reply(body=completion_body("ab", logprobs=tokens)))
     async with make_backend(server) as backend:
-        result = await chat(backend, SamplingParams(logprobs=True))
+        result = await chat(backend, SamplingParams(record_tokens=True))
     assert server.requests_to(CHAT)[0].body["logprobs"] is True
     assert result.logprobs == [-0.5, -1.25]
     assert result.token_ids == [17, 4]  # vLLM's return_tokens_as_token_ids spelling
@@ -124,7 +124,7 @@ async def test_logprobs_without_token_ids_leave_ids_unknown(server: FakeOpenAISe
     tokens = [{"token": "a", "logprob": -0.1}]
     server.script(CHAT, Reply(body=completion_body("a", logprobs=tokens)))
     async with make_backend(server) as backend:
-        result = await chat(backend, SamplingParams(logprobs=True))
+        result = await chat(backend, SamplingParams(record_tokens=True))
     assert (result.logprobs, result.token_ids) == ([-0.1], None)
 
 

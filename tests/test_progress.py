@@ -3,11 +3,11 @@
 import io
 
 from longread.progress import RunProgress
-from longread.trace import Conversation
+from longread.trace import Step
 
 
 def conversation(kind="update", chunk=None, phase="", prompt=900, completion=100, seconds=2.0):
-    return Conversation(kind=kind, step=0, messages=[], reply="", prompt_tokens=prompt,
+    return Step(kind=kind, step=0, messages=[], reply="", prompt_tokens=prompt,
                         completion_tokens=completion, seconds=seconds, finish_reason="stop",
                         chunk_index=chunk, phase=phase)  # fmt: skip
 

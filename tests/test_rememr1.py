@@ -28,9 +28,9 @@ def prompts(backend: ScriptedBackend) -> list[str]:
 
 
 def recalled_slot(prompt: str) -> str:
-    """The text between the recalled-notes heading and the current-notes heading."""
-    after = prompt.split("Recalled older notes:\n", 1)[1]
-    return after.split("\n\nCurrent notes:", 1)[0].split("\n\nNotes from", 1)[0].strip()
+    """The text between the recalled-memory heading and the current-memory heading."""
+    after = prompt.split("Recalled earlier memory:\n", 1)[1]
+    return after.split("\n\nCurrent memory:", 1)[0].split("\n\nMemory:", 1)[0].strip()
 
 
 def update(memory: str, recall: str | None = None) -> str:
@@ -56,10 +56,10 @@ async def test_recall_brings_back_the_matching_earlier_memory_in_the_next_prompt
     sent = prompts(backend)
     assert recalled_slot(sent[3]) == "[step 0] The meeting was held in Zurich."
     assert "Bananas" not in recalled_slot(sent[3])
-    step2 = run.conversations[2]
-    assert step2.recall_query == "Zurich"
-    assert step2.recalled_step == 0
-    assert step2.recalled_memory == "[step 0] The meeting was held in Zurich."
+    step2 = run.steps[2]
+    assert step2.recall.query == "Zurich"
+    assert step2.recall.step == 0
+    assert step2.recall.memory == "[step 0] The meeting was held in Zurich."
     # A step that asks nothing leaves the recalled slot of the next prompt empty.
     assert recalled_slot(sent[1]) == NO_RECALL and recalled_slot(sent[4]) == NO_RECALL
 
@@ -74,9 +74,9 @@ async def test_query_sharing_no_word_with_history_recalls_nothing():
         ]
     )
     run = await agent_for(backend).run("q", chunks("a", "b", "c"))
-    step1 = run.conversations[1]
-    assert step1.recall_query == "spaceship engines"
-    assert step1.recalled_memory is None and step1.recalled_step is None
+    step1 = run.steps[1]
+    assert step1.recall.query == "spaceship engines"
+    assert step1.recall.memory is None and step1.recall.step is None
     assert recalled_slot(prompts(backend)[2]) == NO_RECALL
     assert any("1 recall(s) asked, 0 found" in note for note in run.notes)
 
@@ -88,11 +88,11 @@ async def test_threshold_drops_weak_matches():
         "\\boxed{x}",
     ]
     weak = await agent_for(ScriptedBackend(replies)).run("q", chunks("a", "b"))
-    assert weak.conversations[1].recalled_step == 0  # default threshold: a weak match counts
+    assert weak.steps[1].recall.step == 0  # default threshold: a weak match counts
     strict = await agent_for(ScriptedBackend(replies), recall_threshold=0.9).run(
         "q", chunks("a", "b")
     )
-    assert strict.conversations[1].recalled_memory is None
+    assert strict.steps[1].recall.memory is None
 
 
 async def test_retrieval_happens_before_the_step_adds_its_own_memory():
@@ -104,7 +104,7 @@ async def test_retrieval_happens_before_the_step_adds_its_own_memory():
         ]
     )
     run = await agent_for(backend).run("q", chunks("a", "b"))
-    assert run.conversations[1].recalled_memory is None  # not itself, though it matches best
+    assert run.steps[1].recall.memory is None  # not itself, though it matches best
 
 
 async def test_first_step_recall_finds_nothing_because_the_placeholder_is_not_history():
@@ -112,8 +112,8 @@ async def test_first_step_recall_finds_nothing_because_the_placeholder_is_not_hi
         [update("notes", recall="previous memory"), update("notes 2"), "\\boxed{x}"]
     )
     run = await agent_for(backend).run("q", chunks("a", "b"))
-    assert run.conversations[0].recall_query == "previous memory"
-    assert run.conversations[0].recalled_memory is None
+    assert run.steps[0].recall.query == "previous memory"
+    assert run.steps[0].recall.memory is None
 
 
 async def test_top_k_returns_memories_in_score_order():
@@ -128,11 +128,11 @@ async def test_top_k_returns_memories_in_score_order():
         ]
     )
     run = await agent_for(backend, recall_top_k=2).run("q", chunks("a", "b", "c", "d", "e"))
-    recalled = run.conversations[3].recalled_memory
+    recalled = run.steps[3].recall.memory
     assert (
         recalled == "[step 1] Zurich lake Zurich bank Zurich trams.\n\n[step 0] Zurich is a city."
     )
-    assert run.conversations[3].recalled_step == 1
+    assert run.steps[3].recall.step == 1
     assert recalled in prompts(backend)[4]
 
 
@@ -152,8 +152,8 @@ async def test_only_the_update_body_is_carried_forward():
     assert "Ann wrote it." in sent[1]
     for text in ("secret reasoning", "More musing", "Reasons again", "hidden"):
         assert text not in sent[1] and text not in sent[2]
-    assert [c.memory for c in run.conversations[:2]] == ["Ann wrote it.", "Ann wrote it in 1900."]
-    assert not any(c.flags for c in run.conversations)
+    assert [c.memory for c in run.steps[:2]] == ["Ann wrote it.", "Ann wrote it in 1900."]
+    assert not any(c.flags for c in run.steps)
 
 
 async def test_missing_update_keeps_previous_memory_and_flags_format_error():
@@ -161,8 +161,8 @@ async def test_missing_update_keeps_previous_memory_and_flags_format_error():
         [update("Ann wrote it."), "I forgot the tags, the answer is Bob.", "\\boxed{Ann}"]
     )
     run = await agent_for(backend).run("q", chunks("a", "b"))
-    assert run.conversations[1].memory == "Ann wrote it."
-    assert FORMAT_ERROR in run.conversations[1].flags
+    assert run.steps[1].memory == "Ann wrote it."
+    assert FORMAT_ERROR in run.steps[1].flags
     assert "Ann wrote it." in prompts(backend)[2] and "Bob" not in prompts(backend)[2]
     assert any("broke the <update>/<recall> format" in note for note in run.notes)
 
@@ -170,8 +170,8 @@ async def test_missing_update_keeps_previous_memory_and_flags_format_error():
 async def test_first_step_without_update_keeps_the_placeholder():
     backend = ScriptedBackend(["no tags", "\\boxed{x}"])
     run = await agent_for(backend).run("q", chunks("a"))
-    assert run.conversations[0].memory == NO_MEMORY
-    assert FORMAT_ERROR in run.conversations[0].flags
+    assert run.steps[0].memory == NO_MEMORY
+    assert FORMAT_ERROR in run.steps[0].flags
 
 
 async def test_unclosed_update_is_a_format_error_and_keeps_previous_memory():
@@ -180,7 +180,7 @@ async def test_unclosed_update_is_a_format_error_and_keeps_previous_memory():
         finish_reasons=["stop", "length", "stop"],
     )
     run = await agent_for(backend).run("q", chunks("a", "b"))
-    step = run.conversations[1]
+    step = run.steps[1]
     assert step.memory == "Ann wrote it."
     assert FORMAT_ERROR in step.flags and MEMORY_TRUNCATED in step.flags
 
@@ -188,17 +188,17 @@ async def test_unclosed_update_is_a_format_error_and_keeps_previous_memory():
 async def test_two_updates_use_the_last_and_flag():
     backend = ScriptedBackend(["<update>first</update> then <update>second</update>", "\\boxed{x}"])
     run = await agent_for(backend).run("q", chunks("a"))
-    assert run.conversations[0].memory == "second"
-    assert FORMAT_ERROR in run.conversations[0].flags
+    assert run.steps[0].memory == "second"
+    assert FORMAT_ERROR in run.steps[0].flags
 
 
 async def test_tags_in_other_case_and_spanning_lines_are_read():
     reply = "reason\n<UPDATE>\nline one\nline two\n</Update>\n<Recall>\nZurich\n</RECALL>"
     backend = ScriptedBackend([update("Zurich notes"), reply, "\\boxed{x}"])
     run = await agent_for(backend).run("q", chunks("a", "b"))
-    step = run.conversations[1]
+    step = run.steps[1]
     assert step.memory == "line one\nline two"
-    assert step.recall_query == "Zurich" and step.recalled_step == 0
+    assert step.recall.query == "Zurich" and step.recall.step == 0
     assert not step.flags
 
 
@@ -229,7 +229,7 @@ async def test_n_chunks_make_n_plus_one_calls_and_final_sees_recall():
     )
     run = await agent_for(backend).run("What is the code?", chunks("a", "b", "c"))
     assert run.calls == 4
-    assert [c.kind for c in run.conversations] == ["update"] * 3 + ["final"]
+    assert [c.kind for c in run.steps] == ["update"] * 3 + ["final"]
     final_prompt = prompts(backend)[3]
     assert recalled_slot(final_prompt) == "[step 0] The code is 4417."
     assert "Still unrelated." in final_prompt and "What is the code?" in final_prompt
@@ -243,7 +243,7 @@ async def test_step_prompt_orders_problem_recalled_memory_section():
     )
     await agent_for(backend).run("Who wrote it?", chunks("S1", "S2", "The section text."))
     prompt = prompts(backend)[2]
-    order = ["Who wrote it?", "[step 0] Zurich memo", "Current notes:\nm", "The section text."]
+    order = ["Who wrote it?", "[step 0] Zurich memo", "Current memory:\nm", "The section text."]
     positions = [prompt.index(s) for s in order]
     assert positions == sorted(positions)
 
@@ -252,7 +252,7 @@ async def test_answer_without_box_is_the_whole_reply_and_flagged():
     backend = ScriptedBackend([update("m"), "Paris, I think"])
     run = await agent_for(backend).run("q", chunks("c"))
     assert run.answer == "Paris, I think" and not run.boxed
-    assert NO_BOXED_ANSWER in run.conversations[-1].flags
+    assert NO_BOXED_ANSWER in run.steps[-1].flags
 
 
 async def test_sampling_settings_and_budgets_are_sent():
@@ -280,11 +280,11 @@ async def test_small_window_shrinks_chunks_and_every_call_fits():
     assert any("shrunk" in note for note in run.notes)
     # A full chunk went out with two cap-sized recalled memories next to the memory.
     full = prompts(backend)[3]
-    assert "[step 0] w0" in full and "[step 1] w1" in full and len(run.conversations) > 4
+    assert "[step 0] w0" in full and "[step 1] w1" in full and len(run.steps) > 4
     for messages, params in backend.requests:
         prompt = sum(backend.tokenizer.count(m["content"]) for m in messages)
         assert prompt + params.max_tokens <= window
-    assert all(c.completion_tokens == cap for c in run.conversations[:-1])
+    assert all(c.completion_tokens == cap for c in run.steps[:-1])
 
 
 @pytest.mark.parametrize(
@@ -316,8 +316,8 @@ async def test_trace_round_trips_through_json(tmp_path):
     path = tmp_path / "trace.json"
     run.save(path)
     loaded = Run.from_dict(json.loads(path.read_text()))
-    assert loaded.conversations[1].recall_query == "Zurich"
-    assert loaded.conversations[1].recalled_step == 0
+    assert loaded.steps[1].recall.query == "Zurich"
+    assert loaded.steps[1].recall.step == 0
     assert loaded.answer == "ok"
 
 
@@ -329,7 +329,7 @@ async def test_a_custom_history_can_be_plugged_in():
     backend = ScriptedBackend([update("alpha"), update("m", recall="zzz"), "\\boxed{x}"])
     agent = ReMemR1(backend, WordTokenizer(), new_history=Everything)
     run = await agent.run("q", chunks("a", "b"))
-    assert run.conversations[1].recalled_memory == "[step 0] alpha"
+    assert run.steps[1].recall.memory == "[step 0] alpha"
 
 
 # --- the TF-IDF history ------------------------------------------------------------------------

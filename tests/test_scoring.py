@@ -8,6 +8,7 @@ from longread.eval.scoring import (
     SCORERS,
     Score,
     exact_match,
+    extract_all_boxed,
     f1,
     normalize_answer,
     score_answer,
@@ -238,15 +239,136 @@ def test_ruler_kind_adds_string_match():
     assert score.prediction == "123, 456"
     assert score.match_all == pytest.approx(200 / 3)  # 2 of 3 needles
     assert score.match_part == 100.0
-    assert (score.em, score.sub_em, score.strict) == (0.0, 1.0, 0.0)
-    # "123 456" vs "123": P = 1/2, R = 1 -> 2/3
-    assert score.f1 == pytest.approx(2 / 3)
+    # all three needles are required: "789" is missing, so no EM, sub-EM or strict credit
+    assert (score.em, score.sub_em, score.strict) == (0.0, 0.0, 0.0)
+    # "123 456" vs all needles "123 456 789": P = 2/2, R = 2/3 -> (4/3)/(5/3) = 4/5
+    assert score.f1 == pytest.approx(0.8)
 
 
 def test_ruler_kind_without_box_matches_the_whole_text():
     score = score_answer("The numbers are 123 and 789.", ["123", "456", "789"], kind="ruler")
     assert (score.boxed, score.match_part) == (False, 100.0)
     assert score.match_all == pytest.approx(200 / 3)
+
+
+@pytest.mark.parametrize(
+    ("text", "boxes"),
+    [
+        ("", []),
+        ("no box here", []),
+        ("\\boxed{a} then \\boxed{ b }", ["a", "b"]),
+        ("\\boxed{\\frac{1}{2}} and \\fbox{c}", ["\\frac{1}{2}", "c"]),  # braces balance
+        ("\\boxed{\\text{New York}}", ["\\text{New York}"]),  # raw: LaTeX is peeled later
+        ("\\boxed{a} \\boxed{b", ["a"]),  # an unclosed box may be cut: skipped
+        ("\\boxed{x \\boxed{y}", ["y"]),  # but a closed box inside it still counts
+        ("\\boxed{\\boxed{a}, \\boxed{b}}", ["a", "b"]),  # a box of boxes gives the inner ones
+    ],
+)
+def test_extract_all_boxed(text, boxes):
+    assert extract_all_boxed(text) == boxes
+
+
+MULTIVALUE = ["1234567", "2345678", "3456789", "4567890"]  # niah_multivalue: 4 needles
+
+
+def test_ruler_multivalue_answer_over_several_boxes_gets_full_credit():
+    reply = "\\boxed{1234567}\n\\boxed{2345678}\n\\boxed{3456789}\n\\boxed{4567890}"
+    score = score_answer(reply, MULTIVALUE, kind="ruler")
+    assert (score.prediction, score.boxed, score.null) == ("4567890", True, False)  # last box
+    assert (score.match_all, score.match_part) == (100.0, 100.0)  # 4 of 4 needles
+    assert (score.em, score.f1, score.sub_em, score.strict) == (1.0, 1.0, 1.0, 1.0)
+
+
+def test_ruler_two_of_four_values_gets_half():
+    reply = "The first is \\boxed{1234567}, then \\boxed{2345678}."
+    score = score_answer(reply, MULTIVALUE, kind="ruler")
+    assert (score.match_all, score.match_part) == (50.0, 100.0)  # 2 of 4 needles
+    assert (score.em, score.sub_em, score.strict) == (0.0, 0.0, 0.0)
+    # "1234567 2345678" vs the 4 needles: P = 2/2, R = 2/4 -> 1/(3/2) = 2/3
+    assert score.f1 == pytest.approx(2 / 3)
+
+
+def test_ruler_one_boxed_needle_of_four_is_not_a_match():
+    score = score_answer("\\boxed{1234567}", MULTIVALUE, kind="ruler")
+    assert (score.match_all, score.match_part) == (25.0, 100.0)  # 1 of 4 needles
+    assert (score.em, score.sub_em, score.strict) == (0.0, 0.0, 0.0)
+    # "1234567" vs the 4 needles: P = 1, R = 1/4 -> (1/2)/(5/4) = 2/5
+    assert score.f1 == pytest.approx(0.4)
+
+
+def test_ruler_values_in_the_text_but_one_in_the_box():
+    reply = "They are 1234567, 2345678, 3456789 and 4567890. \\boxed{1234567}"
+    score = score_answer(reply, MULTIVALUE, kind="ruler")
+    assert (score.match_all, score.match_part) == (100.0, 100.0)  # RULER reads the whole output
+    assert (score.em, score.sub_em, score.strict) == (0.0, 0.0, 0.0)  # the box holds one needle
+
+
+def test_ruler_unboxed_multivalue_answer():
+    reply = "The special magic numbers are 1234567, 2345678, 3456789 and 4567890."
+    score = score_answer(reply, MULTIVALUE, kind="ruler")
+    assert (score.boxed, score.match_all, score.match_part) == (False, 100.0, 100.0)
+    assert score.sub_em == 1.0  # every needle is in the normalised text
+    # parts "the special magic numbers are 1234567", "2345678", "3456789 and 4567890" != needles
+    assert (score.em, score.strict) == (0.0, 0.0)
+
+
+def test_ruler_unboxed_value_earns_ruler_credit_despite_a_box_elsewhere():
+    reply = "The special magic number is 7654321.\n\\boxed{see above}"
+    score = score_answer(reply, ["7654321"], kind="ruler")
+    assert score.prediction == "see above"
+    assert (score.match_all, score.match_part) == (100.0, 100.0)
+    # single needle: the QA metrics still judge the last box only, as for QA
+    assert (score.em, score.f1, score.sub_em, score.strict) == (0.0, 0.0, 0.0, 0.0)
+
+
+def test_ruler_values_in_thinking_do_not_count():
+    reply = "<think>\\boxed{1234567} \\boxed{2345678}</think>So: \\boxed{1234567}"
+    score = score_answer(reply, ["1234567", "2345678"], kind="ruler")
+    assert (score.match_all, score.match_part) == (50.0, 100.0)
+    assert (score.em, score.sub_em, score.strict) == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("reply", "golds", "em", "sub_em", "strict"),
+    [
+        # one box, parts split at commas, in any order; a list's trailing "and" is dropped
+        ("\\boxed{4567890, 3456789, 2345678, and 1234567}", MULTIVALUE, 1.0, 1.0, 1.0),
+        ("\\boxed{1234567; 2345678\n3456789, 4567890}", MULTIVALUE, 1.0, 1.0, 1.0),
+        # boxes may hold lists too; a value given twice is still one value
+        ("\\boxed{11} \\boxed{22, 11}", ["11", "22"], 1.0, 1.0, 1.0),
+        ("\\boxed{\\text{Apple}, BANANA}", ["apple", "banana"], 1.0, 1.0, 1.0),
+        # an extra value: sub-EM still holds, EM and strict need the set of needles exactly
+        ("\\boxed{11, 22, 33}", ["11", "22"], 0.0, 1.0, 0.0),
+        # strict keeps punctuation, EM normalises it away
+        ("\\boxed{USA, UK}", ["U.S.A.", "U.K."], 1.0, 1.0, 0.0),
+        # without a box the reply's parts are judged leniently; strict needs a box
+        ("11, 22", ["11", "22"], 1.0, 1.0, 0.0),
+        # both values, but in one part: contained, not equal
+        ("\\boxed{11 and 22}", ["11", "22"], 0.0, 1.0, 0.0),
+    ],
+)
+def test_ruler_all_needles_rule(reply, golds, em, sub_em, strict):
+    score = score_answer(reply, golds, kind="ruler")
+    assert (score.em, score.sub_em, score.strict) == (em, sub_em, strict)
+
+
+@pytest.mark.parametrize(
+    ("reply", "golds", "expected"),
+    [
+        # (em, f1, sub_em, strict, match_all, match_part), as the QA scorer gives for one alias
+        ("\\boxed{The Eiffel Tower}", ["Eiffel Tower"], (1.0, 1.0, 1.0, 0.0, 100.0, 100.0)),
+        # "7654321 is key" vs "7654321": P = 1/3, R = 1 -> (2/3)/(4/3) = 1/2
+        ("\\boxed{7654321 is the key}", ["7654321"], (0.0, 0.5, 1.0, 0.0, 100.0, 100.0)),
+        ("\\boxed{7654321}", ["7654321"], (1.0, 1.0, 1.0, 1.0, 100.0, 100.0)),
+        ("\\boxed{1234567}", ["7654321"], (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)),
+        # the same needle listed twice is one needle
+        ("\\boxed{11}", ["11", "11"], (1.0, 1.0, 1.0, 1.0, 100.0, 100.0)),
+    ],
+)
+def test_ruler_single_needle_keeps_the_qa_metrics(reply, golds, expected):
+    score = score_answer(reply, golds, kind="ruler")
+    got = (score.em, score.f1, score.sub_em, score.strict, score.match_all, score.match_part)
+    assert got == pytest.approx(expected)
 
 
 def test_score_to_dict_is_json_ready():

@@ -7,7 +7,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .trace import Conversation
+from .trace import Step
 
 
 class RunProgress:
@@ -33,25 +33,25 @@ class RunProgress:
         if self.enabled:
             self._bar = tqdm(unit="call", file=sys.stderr, dynamic_ncols=True)
 
-    def update(self, conversation: Conversation, expected_calls: int) -> None:
-        """Progress callback for agents: one finished conversation."""
-        self._tokens += conversation.prompt_tokens + conversation.completion_tokens
-        self._seconds += conversation.seconds
+    def update(self, step: Step, expected_calls: int) -> None:
+        """Progress callback for agents: one finished step."""
+        self._tokens += step.prompt_tokens + step.completion_tokens
+        self._seconds += step.seconds
         if self._bar is None:
             return
         if expected_calls and self._bar.total != expected_calls:
             self._bar.total = expected_calls
-        self._bar.set_description(self._describe(conversation), refresh=False)
+        self._bar.set_description(self._describe(step), refresh=False)
         self._bar.set_postfix(self._postfix(), refresh=False)
         self._bar.update(1)
 
-    def _describe(self, conversation: Conversation) -> str:
+    def _describe(self, step: Step) -> str:
         """E.g. "chunk 3/12", "chunk 3/12 reread-1", "decide-1", "final"."""
-        phase = "" if conversation.phase in ("", "root") else conversation.phase
-        if conversation.chunk_index is None:
-            return phase or conversation.kind
+        phase = "" if step.phase in ("", "root") else step.phase
+        if step.chunk_index is None:
+            return phase or step.kind
         of = f"/{self._chunks}" if self._chunks else ""
-        return f"chunk {conversation.chunk_index + 1}{of} {phase}".strip()
+        return f"chunk {step.chunk_index + 1}{of} {phase}".strip()
 
     def _postfix(self) -> dict[str, Any]:
         rate = self._tokens / self._seconds if self._seconds else 0.0

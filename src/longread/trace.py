@@ -1,104 +1,258 @@
-"""Typed records of every conversation of an agent run.
+"""The step record: one typed, versioned record per model call, and the Run that holds them.
 
-One ``Conversation`` per LLM call. The CLI, the evaluation store, the trace viewer and the RL
-episode builder all read these same records, so they stay plain JSON-serialisable dataclasses.
+Every model call an agent makes goes through ``CallContext.call`` and leaves one ``Step``.
+``ask --trace``, the evaluation store, the trainer (episodes are built from these records), the
+server and the trace viewer all read the same records, so they stay plain JSON-serialisable
+dataclasses with a schema version.
+
+Schema history:
+- 1: the flat ``Conversation`` of longread 0.1 (no schema field, no ids, no timestamps; recall,
+  sub-question and retrieval as loose optional fields). Still read: ``Run.from_dict`` migrates it,
+  and ``longread trace migrate`` rewrites files in place.
+- 2: this module. ``schema``, ``run_id``, ``sample_id``, ``started``; a closed ``kind``; the
+  agent-specific parts typed (``recall``, ``reread``, ``retrieval``, ``cut``); ``tokens`` holds
+  prompt ids, sampled ids and sampler logprobs when a run asked for them.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
 from .llm.base import Completion, Message
 
+SCHEMA_VERSION = 2
+
+# What a call does. update: fold a chunk into the memory; final: answer (memory agents' last
+# call, and the baselines' only one); decide: MemReread's stop-or-sub-question call;
+# integrate: MemReread's rewrite of the root memory with what a reread found.
+StepKind = Literal["update", "final", "decide", "integrate"]
+STEP_KINDS: tuple[str, ...] = get_args(StepKind)
+
 # Flags recorded when the model misbehaves; the run goes on.
 MEMORY_TRUNCATED = "memory_truncated"  # memory reply hit the token cap and was cut
+MEMORY_KEPT = "memory_kept"  # the reply held no memory (empty, or all inside <think>): kept the old
 NO_BOXED_ANSWER = "no_boxed_answer"  # final reply had no \boxed{...}
 ANSWER_TRUNCATED = "answer_truncated"  # final reply hit the token cap
+DECISION_TRUNCATED = "decision_truncated"  # a decide reply hit its token cap
 FORMAT_ERROR = "format_error"  # a required tag was missing or malformed; a fallback was used
 
 
 @dataclass
-class Conversation:
-    """One LLM call of a run: what was sent, what came back, and what the agent made of it."""
+class TokenRecord:
+    """Exactly what the model read and sampled, for training: never re-tokenised text.
 
-    kind: str  # "update" (memory rewrite over a chunk) or "final" (answer from memory)
+    ``prompt_ids`` is the prompt after the chat template (None when the server does not report
+    it); ``completion_ids`` are the sampled ids in order, the end-of-sequence token included when
+    the model stopped on it; ``logprobs[i]`` is the log-probability of ``completion_ids[i]`` under
+    the model's distribution at that position (temperature 1, before top-p), as vLLM reports it.
+    """
+
+    prompt_ids: list[int] | None
+    completion_ids: list[int]
+    logprobs: list[float] | None
+
+    @classmethod
+    def of(cls, completion: Completion) -> TokenRecord | None:
+        if completion.token_ids is None:
+            return None
+        return cls(completion.prompt_ids, completion.token_ids, completion.logprobs)
+
+
+@dataclass
+class Recall:
+    """ReMemR1: the query a step asked to recall, and what it brought back (None: nothing
+    scored above the threshold)."""
+
+    query: str
+    memory: str | None = None
+    step: int | None = None  # the step whose memory ranked first
+
+
+@dataclass
+class Reread:
+    """MemReread: the sub-question this call works on."""
+
+    sub_question: str
+
+
+@dataclass
+class Retrieval:
+    """rag: the chunks put in the prompt, best first."""
+
+    chunks: list[int]
+
+
+@dataclass
+class DocumentCut:
+    """full: tokens cut from the middle of a document too long for the window."""
+
+    cut_tokens: int
+    total_tokens: int | None = None
+
+
+@dataclass(kw_only=True)
+class Step:
+    """One model call of a run: what was sent, what came back, and what the agent made of it."""
+
+    schema: int = SCHEMA_VERSION
+    run_id: str = ""
+    sample_id: str | None = None
     step: int  # position in the run, 0-based
+    kind: StepKind
+    phase: str = ""  # where the call sits in a run's tree (MemReread: "root", "decide-1", ...)
+    started: str = ""  # ISO 8601 UTC time the call was sent
+    seconds: float
     messages: list[Message]
     reply: str
+    finish_reason: str
     prompt_tokens: int
     completion_tokens: int
-    seconds: float
-    finish_reason: str
+    model: str = ""
     chunk_index: int | None = None
     chunk_tokens: int | None = None
-    memory: str | None = None  # the memory this call produced (update calls)
+    memory: str | None = None  # the memory this call left (update and integrate calls)
     answer: str | None = None  # the extracted answer (final calls)
     flags: list[str] = field(default_factory=list)
-    # Where the call sits in a run's tree (MemReread: "root", "decide-1", "reread-1", ...).
-    phase: str = ""
-    # ReMemR1: the query the model asked to recall, and what it brought back.
-    recall_query: str | None = None
-    recalled_memory: str | None = None
-    recalled_step: int | None = None
-    # MemReread: the sub-question this call works on.
-    sub_question: str | None = None
-    # Baselines: tokens cut from a too-long document (full), chunks retrieved (rag).
-    truncated_tokens: int | None = None
-    retrieved_chunks: list[int] | None = None
-    token_ids: list[int] | None = None
-    logprobs: list[float] | None = None
+    recall: Recall | None = None
+    reread: Reread | None = None
+    retrieval: Retrieval | None = None
+    cut: DocumentCut | None = None
+    tokens: TokenRecord | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in STEP_KINDS:
+            raise ValueError(f"unknown step kind {self.kind!r}; expected one of {STEP_KINDS}")
+
+    @property
+    def truncated(self) -> bool:
+        """True when generation stopped at the call's token cap."""
+        return self.finish_reason == "length"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Step:
+        """A step from its JSON form, migrating schema 1 records."""
+        data = dict(data)
+        if data.get("schema", 1) == 1:
+            data = _migrate_step_v1(data)
+        elif data["schema"] > SCHEMA_VERSION:
+            raise ValueError(
+                f"step record schema {data['schema']} is newer than this longread reads "
+                f"({SCHEMA_VERSION}); upgrade longread"
+            )
+        parts = {"recall": Recall, "reread": Reread, "retrieval": Retrieval, "cut": DocumentCut}
+        for name, part in parts.items():
+            if data.get(name) is not None:
+                data[name] = part(**data[name])
+        if data.get("tokens") is not None:
+            data["tokens"] = TokenRecord(**data["tokens"])
+        return cls(**data)
 
     @classmethod
     def from_completion(
-        cls, kind: str, step: int, messages: list[Message], completion: Completion, **extra: Any
-    ) -> Conversation:
+        cls,
+        kind: StepKind,
+        step: int,
+        messages: list[Message],
+        completion: Completion,
+        *,
+        started: str,
+        record_tokens: bool = False,
+        **extra: Any,
+    ) -> Step:
         return cls(
             kind=kind,
             step=step,
+            started=started,
             messages=messages,
             reply=completion.text,
             prompt_tokens=completion.prompt_tokens,
             completion_tokens=completion.completion_tokens,
             seconds=completion.seconds,
             finish_reason=completion.finish_reason,
-            token_ids=completion.token_ids,
-            logprobs=completion.logprobs,
+            model=completion.model,
+            tokens=TokenRecord.of(completion) if record_tokens else None,
             **extra,
         )
 
 
+def _migrate_step_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 ``Conversation`` dict as a schema-2 ``Step`` dict."""
+    recall_query = data.pop("recall_query", None)
+    recalled_memory = data.pop("recalled_memory", None)
+    recalled_step = data.pop("recalled_step", None)
+    sub_question = data.pop("sub_question", None)
+    truncated_tokens = data.pop("truncated_tokens", None)
+    retrieved = data.pop("retrieved_chunks", None)
+    token_ids = data.pop("token_ids", None)
+    logprobs = data.pop("logprobs", None)
+    data["schema"] = SCHEMA_VERSION
+    if recall_query is not None:
+        data["recall"] = {"query": recall_query, "memory": recalled_memory, "step": recalled_step}
+    if sub_question is not None:
+        data["reread"] = {"sub_question": sub_question}
+    if retrieved is not None:
+        data["retrieval"] = {"chunks": retrieved}
+    if truncated_tokens is not None:
+        data["cut"] = {"cut_tokens": truncated_tokens}
+    if token_ids is not None:
+        data["tokens"] = {"prompt_ids": None, "completion_ids": token_ids, "logprobs": logprobs}
+    return data
+
+
+def new_run_id() -> str:
+    """A short random id that names one agent run in traces, stores and the viewer."""
+    return uuid.uuid4().hex[:16]
+
+
+def utc_now() -> str:
+    """The current time as ISO 8601 UTC with milliseconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
 @dataclass
 class Run:
-    """The outcome of one agent run: the answer and the full trace."""
+    """The outcome of one agent run: the answer and every step."""
 
     agent: str
     question: str
     answer: str  # the extracted answer: the \\boxed{} content, else the final reply
     final_reply: str  # the final call's whole reply (after stripping <think>)
     boxed: bool  # whether the answer came from a \\boxed{}
-    conversations: list[Conversation]
+    steps: list[Step]
     seconds: float  # wall time of the run
     config: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # e.g. "chunk shrunk from 5000 to 3000"
+    run_id: str = ""
+    sample_id: str | None = None
+    started: str = ""
+    schema: int = SCHEMA_VERSION
 
     @property
     def calls(self) -> int:
-        return len(self.conversations)
+        return len(self.steps)
 
     @property
     def prompt_tokens(self) -> int:
-        return sum(c.prompt_tokens for c in self.conversations)
+        return sum(s.prompt_tokens for s in self.steps)
 
     @property
     def completion_tokens(self) -> int:
-        return sum(c.completion_tokens for c in self.conversations)
+        return sum(s.completion_tokens for s in self.steps)
 
     def summary(self) -> dict[str, Any]:
         """The headline numbers: answer and cost."""
         return {
+            "schema": self.schema,
+            "run_id": self.run_id,
+            "sample_id": self.sample_id,
             "agent": self.agent,
             "question": self.question,
             "answer": self.answer,
@@ -106,34 +260,67 @@ class Run:
             "calls": self.calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "started": self.started,
             "seconds": round(self.seconds, 3),
             "notes": self.notes,
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything, JSON-ready: summary, config and every conversation."""
+        """Everything, JSON-ready: summary, config and every step."""
         return {
             **self.summary(),
             "final_reply": self.final_reply,
             "config": self.config,
-            "conversations": [asdict(c) for c in self.conversations],
+            "steps": [s.to_dict() for s in self.steps],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Run:
-        conversations = [Conversation(**c) for c in data["conversations"]]
+        """A run from its JSON form; schema-1 traces (``conversations``) are migrated."""
+        records = data["steps"] if "steps" in data else data["conversations"]
+        steps = [Step.from_dict(r) for r in records]
         return cls(
             agent=data["agent"],
             question=data["question"],
             answer=data["answer"],
             final_reply=data["final_reply"],
             boxed=data["boxed"],
-            conversations=conversations,
+            steps=steps,
             seconds=data["seconds"],
             config=data.get("config", {}),
             notes=data.get("notes", []),
+            run_id=data.get("run_id", ""),
+            sample_id=data.get("sample_id"),
+            started=data.get("started", ""),
         )
 
     def save(self, path: str | Path) -> None:
-        """Write the trace as indented JSON."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        """Write the trace as indented JSON (atomically: a kill leaves the old file or the new)."""
+        write_json(Path(path), self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | Path) -> Run:
+        """Read a trace written by ``save`` (any schema this version knows)."""
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def migrate_trace_file(path: str | Path) -> bool:
+    """Rewrite one trace file in the current schema; False when it already was."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if data.get("schema") == SCHEMA_VERSION:
+        return False
+    write_json(Path(path), Run.from_dict(data).to_dict())
+    return True
+
+
+def step_kind(value: str) -> StepKind:
+    """``value`` as a StepKind, or ValueError."""
+    if value not in STEP_KINDS:
+        raise ValueError(f"unknown step kind {value!r}")
+    return cast(StepKind, value)

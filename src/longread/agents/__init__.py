@@ -4,7 +4,7 @@ run = await make_agent("memagent", backend, tokenizer).run(question, document)
 """
 
 from .answer import extract_boxed, strip_think
-from .base import Agent, CallContext, Document, run_sync
+from .base import Agent, AgentBase, CallContext, Document, Reading, run_sync
 from .baselines import RAG, FullContext, FullContextConfig, RAGConfig
 from .memagent import MemAgent, MemAgentConfig
 from .memreread import MemReread, MemRereadConfig
@@ -15,6 +15,7 @@ __all__ = [
     "AGENTS",
     "RAG",
     "Agent",
+    "AgentBase",
     "CallContext",
     "Document",
     "FullContext",
@@ -26,6 +27,7 @@ __all__ = [
     "RAGConfig",
     "ReMemR1",
     "ReMemR1Config",
+    "Reading",
     "extract_boxed",
     "make_agent",
     "make_config",

@@ -1,8 +1,14 @@
-"""Reading answers out of model replies: ``<think>`` stripping and ``\\boxed{...}`` extraction."""
+"""Reading model replies: ``<think>`` stripping, ``\\boxed{...}`` answers, and memories.
+
+One rule for each, shared by every agent, so one judge scores them all and no agent can lose
+its memory in a way another would not.
+"""
 
 from __future__ import annotations
 
 import re
+
+from ..trace import ANSWER_TRUNCATED, MEMORY_KEPT, MEMORY_TRUNCATED, NO_BOXED_ANSWER, Step
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _BOX_OPENERS = ("\\boxed{", "\\fbox{")
@@ -46,3 +52,36 @@ def _balanced(text: str, begin: int) -> str | None:
             if depth == 0:
                 return text[begin:i]
     return None
+
+
+def read_answer(step: Step) -> Step:
+    """Set the answer of a final call: its last \\boxed{} (else the whole reply, flagged
+    ``no_boxed_answer``)."""
+    reply = strip_think(step.reply)
+    boxed = extract_boxed(reply)
+    step.answer = boxed if boxed is not None else reply
+    if boxed is None:
+        step.flags.append(NO_BOXED_ANSWER)
+    if step.truncated:
+        step.flags.append(ANSWER_TRUNCATED)
+    return step
+
+
+def memory_text(step: Step) -> str:
+    """A memory reply without its ``<think>`` blocks; flags ``memory_truncated`` when the
+    reply hit the memory cap."""
+    if step.truncated:
+        step.flags.append(MEMORY_TRUNCATED)
+    return strip_think(step.reply)
+
+
+def keep_memory(step: Step, new_memory: str | None, previous: str) -> str:
+    """Set the memory ``step`` leaves: ``new_memory``, or ``previous`` (flagged
+    ``memory_kept``) when the reply held none. An empty reply, or one cut at the cap inside an
+    unclosed ``<think>``, must not wipe what earlier steps kept."""
+    if new_memory and new_memory.strip():
+        step.memory = new_memory
+    else:
+        step.memory = previous
+        step.flags.append(MEMORY_KEPT)
+    return step.memory

@@ -6,66 +6,113 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
-from ..errors import BudgetError, UsageError
+from ..errors import BackendError, BudgetError, UsageError
 from ..llm.base import Completion, LLMBackend, Message, SamplingParams, check_prompt_truncation
 from ..text.chunking import Chunk, chunk_text
 from ..text.tokenizer import Tokenizer
-from ..trace import ANSWER_TRUNCATED, NO_BOXED_ANSWER, Conversation, Run
-from .answer import extract_boxed, strip_think
+from ..trace import NO_BOXED_ANSWER, Run, Step, StepKind, new_run_id, utc_now
+from .answer import strip_think
 from .budget import ChunkPlan
+from .config import SamplingConfig
 
 log = logging.getLogger(__name__)
 
 Document = str | Sequence[Chunk]
-# Called after every LLM call with the conversation and the run's expected number of calls.
-ProgressCallback = Callable[[Conversation, int], None]
+# Called after every LLM call with the step and the run's expected number of calls.
+ProgressCallback = Callable[[Step, int], None]
 
 
 @runtime_checkable
 class Agent(Protocol):
-    """Answers a question about a document of any length."""
+    """Answers a question about a document of any length. Callers (the CLI, evaluation,
+    serving, training) use exactly this."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The agent's registry name ("memagent", "rag", ...)."""
+        ...
 
-    async def run(self, question: str, document: Document) -> Run:
-        """Read ``document`` and answer ``question``; the Run holds the answer and the trace."""
+    def plan(self, question: str) -> ChunkPlan:
+        """The chunk size this agent will use for ``question`` on its backend's window (callers
+        that cut a file themselves cut it to this size)."""
+        ...
+
+    async def run(self, question: str, document: Document, *, sample_id: str | None = None) -> Run:
+        """Read ``document`` and answer ``question``; the Run holds the answer and every step.
+        ``sample_id`` names the sample in every step record (evaluation and training set it)."""
         ...
 
 
 @dataclass
 class CallContext:
-    """The backend and tokenizer an agent talks through, plus where to report progress."""
+    """What one run's calls go through: the backend, the tokenizer that counts its tokens,
+    the ids every step record carries, and where to report progress.
+
+    ``record_tokens`` asks the backend for prompt ids, sampled ids and logprobs and keeps them
+    in each step's ``tokens`` (training needs them; off by default: it costs trace space)."""
 
     backend: LLMBackend
     tokenizer: Tokenizer
     progress: ProgressCallback | None = None
     expected_calls: int = 0
+    run_id: str = field(default_factory=new_run_id)
+    sample_id: str | None = None
+    record_tokens: bool = False
 
     def count(self, text: str) -> int:
         return self.tokenizer.count(text)
 
     async def call(
-        self, kind: str, step: int, messages: list[Message], params: SamplingParams, **extra: object
-    ) -> Conversation:
+        self,
+        kind: StepKind,
+        step: int,
+        messages: list[Message],
+        params: SamplingParams,
+        **extra: Any,
+    ) -> Step:
         """Send one conversation and record it. Backend failures propagate (never an empty
         answer): a run either completes or fails loudly."""
+        if self.record_tokens:
+            params = replace(params, record_tokens=True)
+        started = utc_now()
         completion = await self.backend.chat(messages, params)
-        conversation = Conversation.from_completion(kind, step, messages, completion, **extra)
-        if self.progress is not None:  # before the check: a refused call was still paid for
-            self.progress(conversation, self.expected_calls)
+        record = Step.from_completion(
+            kind, step, messages, completion, started=started,
+            record_tokens=self.record_tokens, **extra,
+        )  # fmt: skip
+        record.run_id, record.sample_id = self.run_id, self.sample_id
+        if self.progress is not None:  # before the checks: a refused call was still paid for
+            self.progress(record, self.expected_calls)
         _check_not_truncated(self, messages, completion)
-        return conversation
+        if self.record_tokens and record.tokens is None:
+            raise BackendError(
+                f"the {self.backend.name} backend returned no token ids although the run "
+                "records tokens; use the embedded backend or a vLLM server"
+            )
+        return record
 
 
-ConfigT = TypeVar("ConfigT")
+@dataclass
+class Reading:
+    """What an agent's ``read`` leaves: its steps (the last one a final call), the settings it
+    actually used (added to the run's config) and notes for the user."""
+
+    steps: list[Step]
+    used: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+ConfigT = TypeVar("ConfigT", bound=SamplingConfig)
 
 
 class AgentBase(Generic[ConfigT]):
     """What every agent holds: the backend, the tokenizer that counts its tokens, a config
-    (the agent's own dataclass, paper defaults when omitted) and an optional progress callback."""
+    (the agent's own dataclass, paper defaults when omitted), an optional progress callback,
+    and whether its step records keep token ids. Subclasses implement ``plan`` and ``read``;
+    ``run`` is the one run skeleton they share."""
 
     name: ClassVar[str]
     config_class: ClassVar[type[Any]]
@@ -76,28 +123,52 @@ class AgentBase(Generic[ConfigT]):
         tokenizer: Tokenizer,
         config: ConfigT | None = None,
         progress: ProgressCallback | None = None,
+        *,
+        record_tokens: bool = False,
     ) -> None:
         self.backend = backend
         self.tokenizer = tokenizer
         self.config: ConfigT = config if config is not None else self.config_class()
         self.progress = progress
+        self.record_tokens = record_tokens
 
     def plan(self, question: str) -> ChunkPlan:
         """The chunk size this agent will use for ``question`` on its backend's window."""
         raise NotImplementedError
 
-    async def prepare(
-        self, question: str, document: Document
-    ) -> tuple[str, ChunkPlan, list[Chunk]]:
-        """The checked question, the chunk plan for it, and the document cut to that plan."""
-        question = require_question(question)
-        plan = self.plan(question)
-        chunks = await prepare_chunks(document, self.tokenizer, plan.chunk_tokens)
-        return question, plan, chunks
+    async def read(self, ctx: CallContext, question: str, document: Document) -> Reading:
+        """Make the run's calls through ``ctx``; the agent's own method."""
+        raise NotImplementedError
 
-    def context(self, expected_calls: int) -> CallContext:
-        """A CallContext for one run expected to make ``expected_calls`` calls."""
-        return CallContext(self.backend, self.tokenizer, self.progress, expected_calls)
+    async def run(self, question: str, document: Document, *, sample_id: str | None = None) -> Run:
+        """Read ``document`` and answer ``question``; the Run holds the answer and every step."""
+        started, clock = utc_now(), time.perf_counter()
+        question = require_question(question)
+        ctx = CallContext(
+            self.backend, self.tokenizer, self.progress,
+            sample_id=sample_id, record_tokens=self.record_tokens,
+        )  # fmt: skip
+        reading = await self.read(ctx, question, document)
+        final = reading.steps[-1]
+        return Run(
+            agent=self.name,
+            question=question,
+            answer=final.answer or "",
+            final_reply=strip_think(final.reply),
+            boxed=NO_BOXED_ANSWER not in final.flags,
+            steps=reading.steps,
+            seconds=time.perf_counter() - clock,
+            config={**asdict(self.config), **reading.used},
+            notes=reading.notes,
+            run_id=ctx.run_id,
+            sample_id=sample_id,
+            started=started,
+        )
+
+    async def chunks(self, question: str, document: Document) -> tuple[ChunkPlan, list[Chunk]]:
+        """The chunk plan for ``question`` and the document cut to it."""
+        plan = self.plan(question)
+        return plan, await prepare_chunks(document, self.tokenizer, plan.chunk_tokens)
 
 
 def _check_not_truncated(ctx: CallContext, messages: list[Message], completion: Completion) -> None:
@@ -106,42 +177,6 @@ def _check_not_truncated(ctx: CallContext, messages: list[Message], completion: 
     if getattr(ctx.tokenizer, "exact", True):
         expected = sum(ctx.count(m["content"]) for m in messages)
         check_prompt_truncation(completion, expected)
-
-
-def read_answer(conversation: Conversation) -> Conversation:
-    """Set the answer of a final call: its last \\boxed{} (else the whole reply, flagged
-    ``no_boxed_answer``). The same rule for every agent, so one judge scores them all."""
-    reply = strip_think(conversation.reply)
-    boxed = extract_boxed(reply)
-    conversation.answer = boxed if boxed is not None else reply
-    if boxed is None:
-        conversation.flags.append(NO_BOXED_ANSWER)
-    if conversation.finish_reason == "length":
-        conversation.flags.append(ANSWER_TRUNCATED)
-    return conversation
-
-
-def finish_run(
-    agent: str,
-    question: str,
-    conversations: list[Conversation],
-    started: float,
-    config: dict[str, object],
-    notes: list[str],
-) -> Run:
-    """The Run of a finished agent: the answer is the last conversation's (a final call)."""
-    final = conversations[-1]
-    return Run(
-        agent=agent,
-        question=question,
-        answer=final.answer or "",
-        final_reply=strip_think(final.reply),
-        boxed=NO_BOXED_ANSWER not in final.flags,
-        conversations=conversations,
-        seconds=time.perf_counter() - started,
-        config=config,
-        notes=notes,
-    )
 
 
 def require_question(question: str) -> str:

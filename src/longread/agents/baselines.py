@@ -10,28 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BudgetError, UsageError
 from ..llm.base import Message, SamplingParams
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
-from ..trace import Conversation, Run
-from .base import (
-    AgentBase,
-    CallContext,
-    Document,
-    finish_run,
-    prepare_chunks,
-    read_answer,
-    require_question,
-)
+from ..trace import DocumentCut, Retrieval, Step
+from .answer import read_answer
+from .base import AgentBase, CallContext, Document, Reading, prepare_chunks
 from .budget import MIN_CHUNK_TOKENS, ChunkPlan, fixed_cost, plan_chunk
 from .config import SamplingConfig
-from .prompts import render
+from .prompts import Prompts, render
 
 # Cut size offered to callers that pre-cut files when the window is unknown: the full-context
 # agent joins the chunks again, so only their number matters (few is cheaper).
@@ -78,11 +70,12 @@ class RAGConfig(SamplingConfig):
 
 async def answer_step(
     ctx: CallContext, params: SamplingParams, messages: list[Message], **extra: Any
-) -> Conversation:
+) -> Step:
     """The one call of a baseline; the answer is the last \\boxed{} (else the whole reply,
     flagged), as in MemAgent's final step."""
-    conversation = await ctx.call("final", 0, messages, params, **extra)
-    return read_answer(conversation)
+    ctx.expected_calls = 1
+    record = await ctx.call("final", 0, messages, params, **extra)
+    return read_answer(record)
 
 
 def document_text(document: Document) -> str:
@@ -199,9 +192,9 @@ def _snap_to_space(piece: str, *, tail: bool) -> str:
     return piece[: len(piece) - len(edge) + spaces[-1]].rstrip() if spaces else piece
 
 
-def full_messages(question: str, document: str, prompt_dir: str | None) -> list[Message]:
+def full_messages(question: str, document: str, prompts: Prompts | None) -> list[Message]:
     """The full-context conversation: problem, document, instruction to answer in \\boxed{}."""
-    text = render("full_answer", prompt_dir, question=question, document=document)
+    text = render("full_answer", prompts, question=question, document=document)
     return [{"role": "user", "content": text}]
 
 
@@ -211,7 +204,7 @@ def full_document_room(
     """Tokens the document may take in the prompt; None when the window is unknown."""
     if window is None:
         return None
-    empty = tokenizer.count(full_messages(question, "", config.prompt_dir)[0]["content"])
+    empty = tokenizer.count(full_messages(question, "", config.prompts)[0]["content"])
     room = window - fixed_cost(window) - empty - config.final_tokens
     if room < MIN_CHUNK_TOKENS:
         raise BudgetError(
@@ -233,7 +226,7 @@ def fit_full_document(
     encoded = _Encoded.of(text, tokenizer)
     for _ in range(_FIT_ATTEMPTS):
         cut = _middle_truncate(text, tokenizer, room, encoded)
-        prompt = full_messages(question, cut.text, config.prompt_dir)[0]["content"]
+        prompt = full_messages(question, cut.text, config.prompts)[0]["content"]
         overshoot = tokenizer.count(prompt) + config.final_tokens + fixed_cost(window) - window
         if overshoot <= 0:
             return cut
@@ -257,21 +250,16 @@ class FullContext(AgentBase[FullContextConfig]):
         size = UNBOUNDED_DOCUMENT_TOKENS if room is None else room
         return ChunkPlan(size, size, self.backend.context_window)
 
-    async def run(self, question: str, document: Document) -> Run:
-        start = time.perf_counter()
-        question = require_question(question)
+    async def read(self, ctx: CallContext, question: str, document: Document) -> Reading:
         text = document_text(document)
         window = self.backend.context_window
         cut = await asyncio.to_thread(
             fit_full_document, self.tokenizer, window, self.config, question, text
         )
-        ctx = self.context(1)
-        messages = full_messages(question, cut.text, self.config.prompt_dir)
-        conversation = await answer_step(
-            ctx,
-            self.config.params(self.config.final_tokens),
-            messages,
-            truncated_tokens=cut.cut_tokens,
+        messages = full_messages(question, cut.text, self.config.prompts)
+        params = self.config.params(self.config.final_tokens)
+        record = await answer_step(
+            ctx, params, messages, cut=DocumentCut(cut.cut_tokens, cut.total_tokens)
         )
         notes = []
         if cut.cut_tokens:
@@ -279,8 +267,7 @@ class FullContext(AgentBase[FullContextConfig]):
                 f"document middle-truncated: {cut.cut_tokens} of {cut.total_tokens} tokens cut "
                 f"to fit the {window}-token window"
             )
-        config = {**asdict(self.config), "document_tokens": cut.total_tokens}
-        return finish_run(self.name, question, [conversation], start, config, notes)
+        return Reading([record], {"document_tokens": cut.total_tokens}, notes)
 
 
 # --- BM25 retrieval -------------------------------------------------------------------------------
@@ -331,10 +318,10 @@ def passage_text(chunk: Chunk) -> str:
     return f"[Passage {chunk.index + 1}]\n{chunk.text.strip()}"
 
 
-def rag_messages(question: str, chunks: Sequence[Chunk], prompt_dir: str | None) -> list[Message]:
+def rag_messages(question: str, chunks: Sequence[Chunk], prompts: Prompts | None) -> list[Message]:
     """The RAG conversation: problem, passages (as given), instruction to answer in \\boxed{}."""
     passages = "\n\n".join(passage_text(c) for c in chunks)
-    text = render("rag_answer", prompt_dir, question=question, passages=passages)
+    text = render("rag_answer", prompts, question=question, passages=passages)
     return [{"role": "user", "content": text}]
 
 
@@ -342,7 +329,7 @@ def plan_rag_chunk(
     tokenizer: Tokenizer, window: int | None, config: RAGConfig, question: str
 ) -> ChunkPlan:
     """Retrieval unit size for this question: at least one passage must fit next to it."""
-    empty = tokenizer.count(rag_messages(question, [], config.prompt_dir)[0]["content"])
+    empty = tokenizer.count(rag_messages(question, [], config.prompts)[0]["content"])
     header = tokenizer.count(passage_text(Chunk(10**6, "", 0)))
     try:
         return plan_chunk(
@@ -383,7 +370,7 @@ def select_chunks(
     for used in range(wanted, 0, -1):
         ranked = top[:used]
         in_order = sorted(ranked, key=lambda c: c.index)
-        messages = rag_messages(question, in_order, config.prompt_dir)
+        messages = rag_messages(question, in_order, config.prompts)
         if window is None:
             return Selection(ranked, messages, wanted)
         prompt = tokenizer.count(messages[0]["content"])
@@ -395,7 +382,7 @@ def select_chunks(
 class RAG(AgentBase[RAGConfig]):
     """BM25 top-k chunks for the question, in document order, then one answer call.
 
-    ``Conversation.retrieved_chunks`` lists the chunk indices best first.
+    The step's ``retrieval.chunks`` lists the chunk indices best first.
     """
 
     name = "rag"
@@ -406,28 +393,23 @@ class RAG(AgentBase[RAGConfig]):
         """The retrieval unit size (``rag_chunk_tokens``, shrunk if the window needs it)."""
         return plan_rag_chunk(self.tokenizer, self.backend.context_window, self.config, question)
 
-    async def run(self, question: str, document: Document) -> Run:
-        start = time.perf_counter()
-        question = require_question(question)
+    async def read(self, ctx: CallContext, question: str, document: Document) -> Reading:
         plan = self.plan(question)
         # Pre-cut chunks are re-cut: the retrieval unit is this agent's own setting.
         chunks = await prepare_chunks(document_text(document), self.tokenizer, plan.chunk_tokens)
         ranking, selection = await asyncio.to_thread(self._retrieve, question, chunks)
-        ctx = self.context(1)
-        conversation = await answer_step(
+        record = await answer_step(
             ctx,
             self.config.params(self.config.final_tokens),
             selection.messages,
-            retrieved_chunks=[c.index for c in selection.ranked],
+            retrieval=Retrieval([c.index for c in selection.ranked]),
         )
-        config = {
-            **asdict(self.config),
+        used = {
             "chunk_tokens_used": plan.chunk_tokens,
             "chunks": len(chunks),
             "k_used": len(selection.ranked),
         }
-        notes = self._notes(plan, len(chunks), ranking, selection)
-        return finish_run(self.name, question, [conversation], start, config, notes)
+        return Reading([record], used, self._notes(plan, len(chunks), ranking, selection))
 
     def _retrieve(self, question: str, chunks: list[Chunk]) -> tuple[Ranking, Selection]:
         ranking = rank_chunks(question, chunks)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..errors import UsageError
 from ..llm.base import SamplingParams
+from .prompts import DEFAULT_PROMPT_SET, Prompts, check_prompt_set
 
 
 @dataclass
@@ -16,6 +17,9 @@ class SamplingConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
+    # The bundled prompt set: "paper" (the papers' free-rewrite memory) or "notes"
+    # (append-only verbatim notes; see agents/prompts.py).
+    prompt_set: str = DEFAULT_PROMPT_SET
     prompt_dir: str | None = None  # folder overriding the bundled prompt files (same names)
 
     def __post_init__(self) -> None:
@@ -23,6 +27,12 @@ class SamplingConfig:
             raise UsageError("temperature must be between 0 and 2")
         if not 0.0 < self.top_p <= 1.0:
             raise UsageError("top_p must be in (0, 1]")
+        check_prompt_set(self.prompt_set)
+
+    @property
+    def prompts(self) -> Prompts:
+        """Where this agent's prompt templates come from."""
+        return Prompts(self.prompt_set, self.prompt_dir)
 
     def require_positive(self, *names: str) -> None:
         """Raise a UsageError naming the first of ``names`` that is below 1."""

@@ -7,28 +7,17 @@ of a MemAgent turn: evaluation, serving, MemReread's passes and RL rollouts all 
 
 from __future__ import annotations
 
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ..llm.base import Message
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
-from ..trace import (
-    MEMORY_TRUNCATED,
-    Conversation,
-    Run,
-)
-from .answer import strip_think
-from .base import (
-    AgentBase,
-    CallContext,
-    Document,
-    finish_run,
-    read_answer,
-)
+from ..trace import MEMORY_KEPT, MEMORY_TRUNCATED, Reread, Step
+from .answer import keep_memory, memory_text, read_answer
+from .base import AgentBase, CallContext, Document, Reading
 from .budget import ChunkPlan, check_fits, plan_chunk
 from .config import SamplingConfig
-from .prompts import render
+from .prompts import Prompts, render
 
 NO_MEMORY = "No previous memory"
 
@@ -48,16 +37,16 @@ class MemAgentConfig(SamplingConfig):
 
 
 def update_messages(
-    question: str, memory: str, chunk: str, prompt_dir: str | None
+    question: str, memory: str, chunk: str, prompts: Prompts | None
 ) -> list[Message]:
     """The memory-rewrite conversation: problem, memory, section, instruction."""
-    text = render("memagent_update", prompt_dir, question=question, memory=memory, chunk=chunk)
+    text = render("memagent_update", prompts, question=question, memory=memory, chunk=chunk)
     return [{"role": "user", "content": text}]
 
 
-def final_messages(question: str, memory: str, prompt_dir: str | None) -> list[Message]:
+def final_messages(question: str, memory: str, prompts: Prompts | None) -> list[Message]:
     """The answer conversation: problem and memory only, answer in \\boxed{}."""
-    text = render("memagent_final", prompt_dir, question=question, memory=memory)
+    text = render("memagent_final", prompts, question=question, memory=memory)
     return [{"role": "user", "content": text}]
 
 
@@ -69,10 +58,12 @@ async def update_step(
     chunk: Chunk,
     step: int,
     phase: str = "",
-) -> Conversation:
-    """One MemAgent turn: the reply (minus any <think>) replaces the memory."""
-    messages = update_messages(question, memory, chunk.text, config.prompt_dir)
-    conversation = await ctx.call(
+    reread: Reread | None = None,
+) -> Step:
+    """One MemAgent turn: the reply (minus any <think>) replaces the memory; a reply with no
+    memory in it keeps the old one (flagged)."""
+    messages = update_messages(question, memory, chunk.text, config.prompts)
+    record = await ctx.call(
         "update",
         step,
         messages,
@@ -80,11 +71,10 @@ async def update_step(
         chunk_index=chunk.index,
         chunk_tokens=chunk.tokens,
         phase=phase,
+        reread=reread,
     )
-    conversation.memory = strip_think(conversation.reply)
-    if conversation.finish_reason == "length":
-        conversation.flags.append(MEMORY_TRUNCATED)
-    return conversation
+    keep_memory(record, memory_text(record), memory)
+    return record
 
 
 async def final_step(
@@ -94,12 +84,13 @@ async def final_step(
     memory: str,
     step: int,
     phase: str = "",
-) -> Conversation:
+    reread: Reread | None = None,
+) -> Step:
     """Answer from memory; the answer is the last \\boxed{} (else the whole reply, flagged)."""
-    messages = final_messages(question, memory, config.prompt_dir)
+    messages = final_messages(question, memory, config.prompts)
     params = config.params(config.final_tokens)
-    conversation = await ctx.call("final", step, messages, params, phase=phase)
-    return read_answer(conversation)
+    record = await ctx.call("final", step, messages, params, phase=phase, reread=reread)
+    return read_answer(record)
 
 
 def plan_memagent_chunk(
@@ -114,14 +105,14 @@ def plan_memagent_chunk(
     ``extra_question_tokens`` reserves room for a longer question asked later (MemReread's
     sub-questions read the document with the same chunks)."""
     memory_room = config.memory_tokens + extra_question_tokens
-    empty_update = update_messages(question, "", "", config.prompt_dir)[0]["content"]
+    empty_update = update_messages(question, "", "", config.prompts)[0]["content"]
     plan = plan_chunk(
         window=window,
         requested=config.chunk_tokens,
         prompt_tokens_without_chunk=tokenizer.count(empty_update) + memory_room,
         max_new_tokens=config.memory_tokens,
     )
-    final_prompt = tokenizer.count(final_messages(question, "", config.prompt_dir)[0]["content"])
+    final_prompt = tokenizer.count(final_messages(question, "", config.prompts)[0]["content"])
     check_fits(
         window=window,
         prompt_tokens=final_prompt + memory_room,
@@ -144,21 +135,13 @@ class MemAgent(AgentBase[MemAgentConfig]):
             self.tokenizer, self.backend.context_window, self.config, question
         )
 
-    async def run(self, question: str, document: Document) -> Run:
-        start = time.perf_counter()
-        question, plan, chunks = await self.prepare(question, document)
-        ctx = self.context(len(chunks) + 1)
-        memory, conversations = await read_with_memory(ctx, self.config, question, chunks)
-        final = await final_step(ctx, self.config, question, memory, len(conversations))
-        conversations.append(final)
-        return finish_run(
-            self.name,
-            question,
-            conversations,
-            start,
-            {**asdict(self.config), "chunk_tokens_used": plan.chunk_tokens},
-            run_notes(plan, conversations, self.config.memory_tokens),
-        )
+    async def read(self, ctx: CallContext, question: str, document: Document) -> Reading:
+        plan, chunks = await self.chunks(question, document)
+        ctx.expected_calls = len(chunks) + 1
+        memory, steps = await read_with_memory(ctx, self.config, question, chunks)
+        steps.append(await final_step(ctx, self.config, question, memory, len(steps)))
+        notes = run_notes(plan, steps, self.config.memory_tokens)
+        return Reading(steps, {"chunk_tokens_used": plan.chunk_tokens}, notes)
 
 
 async def read_with_memory(
@@ -168,23 +151,28 @@ async def read_with_memory(
     chunks: list[Chunk],
     first_step: int = 0,
     phase: str = "",
-) -> tuple[str, list[Conversation]]:
+    reread: Reread | None = None,
+) -> tuple[str, list[Step]]:
     """The MemAgent pass: fold every chunk into the memory, in order. Returns the memory and
-    the update conversations."""
+    the update steps."""
     memory = NO_MEMORY
-    conversations: list[Conversation] = []
+    steps: list[Step] = []
     for offset, chunk in enumerate(chunks):
-        step = first_step + offset
-        conversation = await update_step(ctx, config, question, memory, chunk, step, phase)
-        memory = conversation.memory or ""
-        conversations.append(conversation)
-    return memory, conversations
+        record = await update_step(
+            ctx, config, question, memory, chunk, first_step + offset, phase, reread
+        )
+        memory = record.memory or memory
+        steps.append(record)
+    return memory, steps
 
 
-def run_notes(plan: ChunkPlan, conversations: list[Conversation], memory_cap: int) -> list[str]:
+def run_notes(plan: ChunkPlan, steps: list[Step], memory_cap: int) -> list[str]:
     """Things the user should know about how the run went."""
     notes = [note] if (note := plan.note()) else []
-    cut = sum(MEMORY_TRUNCATED in c.flags for c in conversations)
+    cut = sum(MEMORY_TRUNCATED in s.flags for s in steps)
     if cut:
         notes.append(f"{cut} memory update(s) reached the {memory_cap}-token cap and were cut")
+    kept = sum(MEMORY_KEPT in s.flags for s in steps)
+    if kept:
+        notes.append(f"{kept} memory update(s) held no memory; the previous memory was kept")
     return notes

@@ -11,25 +11,22 @@ Calls for N chunks: N + 2 when the first decision is STOP; (R + 1) N + 3R + 1 at
 from __future__ import annotations
 
 import re
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-from ..errors import UsageError
+from ..errors import BudgetError, UsageError
 from ..llm.base import Message
 from ..text.chunking import Chunk
-from ..trace import FORMAT_ERROR, MEMORY_TRUNCATED, Conversation, Run
-from .answer import strip_think
-from .base import (
-    AgentBase,
-    CallContext,
-    Document,
-    finish_run,
-)
-from .budget import ChunkPlan, check_fits
+from ..trace import DECISION_TRUNCATED, FORMAT_ERROR, Reread, Step
+from .answer import keep_memory, memory_text, strip_think
+from .base import AgentBase, CallContext, Document, Reading
+from .budget import ChunkPlan, check_fits, fixed_cost
 from .memagent import MemAgentConfig, final_step, plan_memagent_chunk, read_with_memory, run_notes
-from .prompts import render
+from .prompts import Prompts, render
 
 REPEATED_SUBQUESTION = "repeated_subquestion"  # the model asked again what it already asked
+# The decide prompt could not hold every earlier (sub-question, answer) pair; the oldest were
+# left out so the call fits the window.
+HISTORY_TRIMMED = "history_trimmed"
 
 _STOP = re.compile(r"<stop\s*/?>|^\s*STOP\s*$", re.IGNORECASE | re.MULTILINE)
 _SUBQUESTION = re.compile(r"<subquestion>(.*?)</subquestion>", re.IGNORECASE | re.DOTALL)
@@ -85,12 +82,12 @@ def _normalise(question: str) -> str:
 
 
 def decide_messages(
-    question: str, memory: str, history: list[tuple[str, str]], prompt_dir: str | None
+    question: str, memory: str, history: list[tuple[str, str]], prompts: Prompts | None
 ) -> list[Message]:
     lines = [f"{i}. {q}\n   Answer: {a}" for i, (q, a) in enumerate(history, 1)]
     text = render(
         "memreread_decide",
-        prompt_dir,
+        prompts,
         question=question,
         memory=memory,
         history="\n".join(lines) or "(none yet)",
@@ -100,11 +97,11 @@ def decide_messages(
 
 def integrate_messages(
     question: str, memory: str, sub_question: str, sub_answer: str, sub_memory: str,
-    prompt_dir: str | None,
+    prompts: Prompts | None,
 ) -> list[Message]:  # fmt: skip
     text = render(
         "memreread_integrate",
-        prompt_dir,
+        prompts,
         question=question,
         memory=memory,
         sub_question=sub_question,
@@ -122,11 +119,13 @@ class MemReread(AgentBase[MemRereadConfig]):
     config_class = MemRereadConfig
 
     def plan(self, question: str) -> ChunkPlan:
-        """Chunks sized for the question and for a sub-question of up to ``decide_tokens``."""
+        """Chunks sized for the question and for a sub-question of up to ``decide_tokens``;
+        the decide call (empty history) and the integrate call must fit too."""
         config, window = self.config, self.backend.context_window
         plan = plan_memagent_chunk(self.tokenizer, window, config, question, config.decide_tokens)
+        prompts = config.prompts
         # Integration carries old memory, sub-answer and sub-memory at once.
-        empty = integrate_messages(question, "", "", "", "", config.prompt_dir)[0]["content"]
+        empty = integrate_messages(question, "", "", "", "", prompts)[0]["content"]
         carried = 2 * config.memory_tokens + config.final_tokens + config.decide_tokens
         check_fits(
             window=window,
@@ -134,28 +133,28 @@ class MemReread(AgentBase[MemRereadConfig]):
             max_new_tokens=config.memory_tokens,
             what="memory integration",
         )
+        decide = decide_messages(question, "", [], prompts)[0]["content"]
+        check_fits(
+            window=window,
+            prompt_tokens=self.tokenizer.count(decide) + config.memory_tokens,
+            max_new_tokens=config.decide_tokens,
+            what="reread decision",
+        )
         return plan
 
-    async def run(self, question: str, document: Document) -> Run:
-        start = time.perf_counter()
-        question, plan, chunks = await self.prepare(question, document)
-        ctx = self.context(len(chunks) + 2)
+    async def read(self, ctx: CallContext, question: str, document: Document) -> Reading:
+        plan, chunks = await self.chunks(question, document)
+        ctx.expected_calls = len(chunks) + 2
         memory, trace = await read_with_memory(ctx, self.config, question, chunks, phase="root")
         memory = await self._reread_rounds(ctx, question, memory, chunks, trace)
         final = await final_step(ctx, self.config, question, memory, len(trace), phase="final")
         trace.append(final)
-        return finish_run(
-            self.name,
-            question,
-            trace,
-            start,
-            {**asdict(self.config), "chunk_tokens_used": plan.chunk_tokens},
-            run_notes(plan, trace, self.config.memory_tokens) + _reread_notes(trace),
-        )
+        notes = run_notes(plan, trace, self.config.memory_tokens) + _reread_notes(trace)
+        return Reading(trace, {"chunk_tokens_used": plan.chunk_tokens}, notes)
 
     async def _reread_rounds(
         self, ctx: CallContext, question: str, memory: str, chunks: list[Chunk],
-        trace: list[Conversation],
+        trace: list[Step],
     ) -> str:  # fmt: skip
         """Decide, reread, answer, integrate; up to ``max_reread`` times. Returns the memory."""
         history: list[tuple[str, str]] = []
@@ -175,61 +174,81 @@ class MemReread(AgentBase[MemRereadConfig]):
 
     async def _decide(
         self, ctx: CallContext, question: str, memory: str, history: list[tuple[str, str]],
-        round_: int, trace: list[Conversation],
+        round_: int, trace: list[Step],
     ) -> Decision:  # fmt: skip
-        messages = decide_messages(question, memory, history, self.config.prompt_dir)
+        messages, dropped = self._fit_decision(ctx, question, memory, history)
         params = self.config.params(self.config.decide_tokens)
-        conversation = await ctx.call(
-            "decide", len(trace), messages, params, phase=f"decide-{round_}"
-        )
-        decision = parse_decision(conversation.reply, [q for q, _ in history])
-        conversation.sub_question = decision.sub_question
-        conversation.flags.extend(decision.flags)
-        trace.append(conversation)
+        record = await ctx.call("decide", len(trace), messages, params, phase=f"decide-{round_}")
+        decision = parse_decision(record.reply, [q for q, _ in history])
+        if decision.sub_question is not None:
+            record.reread = Reread(decision.sub_question)
+        record.flags.extend(decision.flags)
+        if dropped:
+            record.flags.append(HISTORY_TRIMMED)
+        if record.truncated:
+            record.flags.append(DECISION_TRUNCATED)
+        trace.append(record)
         return decision
+
+    def _fit_decision(
+        self, ctx: CallContext, question: str, memory: str, history: list[tuple[str, str]]
+    ) -> tuple[list[Message], int]:
+        """The decide conversation, and how many of the oldest history pairs were left out so
+        that it fits the window (its prompt grows with every round)."""
+        window = self.backend.context_window
+        for dropped in range(len(history) + 1):
+            messages = decide_messages(question, memory, history[dropped:], self.config.prompts)
+            if window is None:
+                return messages, dropped
+            needed = ctx.count(messages[0]["content"]) + self.config.decide_tokens
+            if needed + fixed_cost(window) <= window:
+                return messages, dropped
+        raise BudgetError(
+            f"the reread decision does not fit the {window}-token window even without its "
+            "history; use smaller --memory-tokens or --decide-tokens"
+        )
 
     async def _reread(
         self, ctx: CallContext, sub_question: str, chunks: list[Chunk], round_: int,
-        trace: list[Conversation],
+        trace: list[Step],
     ) -> tuple[str, str]:  # fmt: skip
         """A fresh MemAgent pass with the sub-question as the problem, then its boxed answer."""
-        phase = f"reread-{round_}"
+        phase, reread = f"reread-{round_}", Reread(sub_question)
         sub_memory, updates = await read_with_memory(
-            ctx, self.config, sub_question, chunks, len(trace), phase
+            ctx, self.config, sub_question, chunks, len(trace), phase, reread
         )
-        for update in updates:
-            update.sub_question = sub_question
         trace.extend(updates)
-        answer = await final_step(ctx, self.config, sub_question, sub_memory, len(trace), phase)
-        answer.sub_question = sub_question
+        answer = await final_step(
+            ctx, self.config, sub_question, sub_memory, len(trace), phase, reread
+        )
         trace.append(answer)
         return answer.answer or "", sub_memory
 
     async def _integrate(
         self, ctx: CallContext, question: str, memory: str, sub_question: str, sub_answer: str,
-        sub_memory: str, round_: int, trace: list[Conversation],
+        sub_memory: str, round_: int, trace: list[Step],
     ) -> str:  # fmt: skip
-        """Rewrite the root memory with what the reread found (sub-memory included)."""
+        """Rewrite the root memory with what the reread found (sub-memory included); a reply
+        with no memory in it keeps the old memory (flagged)."""
         messages = integrate_messages(
-            question, memory, sub_question, sub_answer, sub_memory, self.config.prompt_dir
+            question, memory, sub_question, sub_answer, sub_memory, self.config.prompts
         )
         params = self.config.params(self.config.memory_tokens)
-        conversation = await ctx.call(
+        record = await ctx.call(
             "integrate", len(trace), messages, params, phase=f"integrate-{round_}",
-            sub_question=sub_question,
+            reread=Reread(sub_question),
         )  # fmt: skip
-        conversation.memory = strip_think(conversation.reply)
-        if conversation.finish_reason == "length":
-            conversation.flags.append(MEMORY_TRUNCATED)
-        trace.append(conversation)
-        return conversation.memory
+        trace.append(record)
+        return keep_memory(record, memory_text(record), memory)
 
 
-def _reread_notes(trace: list[Conversation]) -> list[str]:
+def _reread_notes(trace: list[Step]) -> list[str]:
     rereads = sum(c.kind == "integrate" for c in trace)
     notes = [f"reread the document {rereads} time(s)"] if rereads else []
     if any(FORMAT_ERROR in c.flags for c in trace if c.kind == "decide"):
         notes.append("a decision reply had neither <stop/> nor <subquestion> (format error)")
     if any(REPEATED_SUBQUESTION in c.flags for c in trace):
         notes.append("the model repeated a sub-question; rereading stopped")
+    if any(HISTORY_TRIMMED in c.flags for c in trace):
+        notes.append("the oldest sub-questions were left out of a decision to fit the window")
     return notes

@@ -8,8 +8,9 @@ from typing import Any
 from ..errors import UsageError
 from ..llm.base import LLMBackend
 from ..text.tokenizer import Tokenizer
-from .base import ProgressCallback
+from .base import AgentBase, ProgressCallback
 from .baselines import RAG, FullContext, FullContextConfig, RAGConfig
+from .config import SamplingConfig
 from .memagent import MemAgent, MemAgentConfig
 from .memreread import MemReread, MemRereadConfig
 from .rememr1 import ReMemR1, ReMemR1Config
@@ -19,8 +20,8 @@ from .rememr1 import ReMemR1, ReMemR1Config
 class AgentSpec:
     """An agent class, its config dataclass, and a one-line description for --help."""
 
-    agent: type
-    config: type
+    agent: type[AgentBase[Any]]
+    config: type[SamplingConfig]
     summary: str
 
     def option_names(self) -> set[str]:
@@ -36,7 +37,7 @@ AGENTS: dict[str, AgentSpec] = {
 }
 
 
-def make_config(name: str, **options: Any) -> Any:
+def make_config(name: str, **options: Any) -> SamplingConfig:
     """``name``'s config from ``options``; None values keep the agent's own default.
 
     An option the agent does not have is a usage error (e.g. ``rag_k`` for memagent), so a
@@ -54,12 +55,16 @@ def make_agent(
     name: str,
     backend: LLMBackend,
     tokenizer: Tokenizer,
-    config: Any = None,
+    config: SamplingConfig | None = None,
     progress: ProgressCallback | None = None,
-) -> Any:
-    """Build agent ``name`` around ``backend``: ``await make_agent("rag", b, t).run(q, doc)``."""
+    *,
+    record_tokens: bool = False,
+) -> AgentBase[Any]:
+    """Build agent ``name`` around ``backend``: ``await make_agent("rag", b, t).run(q, doc)``.
+    ``record_tokens`` keeps prompt ids, sampled ids and logprobs in every step (training)."""
     spec = agent_spec(name)
-    return spec.agent(backend, tokenizer, config or spec.config(), progress=progress)
+    config = config or spec.config()
+    return spec.agent(backend, tokenizer, config, progress=progress, record_tokens=record_tokens)
 
 
 def agent_spec(name: str) -> AgentSpec:

@@ -28,33 +28,21 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import Any
 
 from ..errors import UsageError
 from ..llm.base import LLMBackend, Message
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
-from ..trace import (
-    FORMAT_ERROR,
-    MEMORY_TRUNCATED,
-    Conversation,
-    Run,
-)
-from .answer import strip_think
-from .base import (
-    AgentBase,
-    CallContext,
-    Document,
-    ProgressCallback,
-    finish_run,
-    read_answer,
-)
+from ..trace import FORMAT_ERROR, Recall, Step
+from .answer import keep_memory, memory_text, read_answer
+from .base import AgentBase, CallContext, Document, ProgressCallback, Reading
 from .budget import ChunkPlan, check_fits, plan_chunk
 from .config import SamplingConfig
 from .memagent import NO_MEMORY, run_notes
-from .prompts import render
+from .prompts import Prompts, render
 from .recall import DEFAULT_THRESHOLD, MemoryHistory, RecallHit, TfidfHistory
 
 # What the recalled slot shows when nothing was recalled.
@@ -91,12 +79,12 @@ class ReMemR1Config(SamplingConfig):
 
 
 def step_messages(
-    question: str, recalled: str, memory: str, chunk: str, prompt_dir: str | None
+    question: str, recalled: str, memory: str, chunk: str, prompts: Prompts | None
 ) -> list[Message]:
     """One step's conversation: problem, recalled memory, current memory, section."""
     text = render(
         "rememr1_step",
-        prompt_dir,
+        prompts,
         question=question,
         recalled=recalled or NO_RECALL,
         memory=memory,
@@ -106,12 +94,12 @@ def step_messages(
 
 
 def final_messages(
-    question: str, recalled: str, memory: str, prompt_dir: str | None
+    question: str, recalled: str, memory: str, prompts: Prompts | None
 ) -> list[Message]:
     """The answer conversation: problem, recalled memory and memory; answer in \\boxed{}."""
     text = render(
         "rememr1_final",
-        prompt_dir,
+        prompts,
         question=question,
         recalled=recalled or NO_RECALL,
         memory=memory,
@@ -199,20 +187,20 @@ async def rememr1_step(
     chunk: Chunk,
     step: int,
     history: MemoryHistory,
-) -> Conversation:
+) -> Step:
     """One ReMemR1 step over ``chunk``; the single implementation used by evaluation and RL.
 
-    Returns the conversation with ``memory`` (the new memory) and, when the model asked to
-    recall, ``recall_query``, ``recalled_memory`` (the next prompt's recalled slot; None when
-    nothing scored above the threshold) and ``recalled_step``. Mutates ``history``: the recall
+    Returns the step with ``memory`` (the new memory) and, when the model asked to recall,
+    ``recall`` (the query, the next prompt's recalled slot, None when nothing scored above
+    the threshold, and the step it came from). Mutates ``history``: the recall
     is searched first, then this step's new memory is appended.
 
-    Without a usable ``<update>`` the previous memory is kept and ``FORMAT_ERROR`` flagged: the
+    Without a usable ``<update>`` the previous memory is kept and flagged: the
     reply minus its tags would be mostly reasoning, the very thing the fix keeps out of the
     memory, while the previous memory is known to be well formed and within the cap.
     """
-    messages = step_messages(question, recalled, memory, chunk.text, config.prompt_dir)
-    conversation = await ctx.call(
+    messages = step_messages(question, recalled, memory, chunk.text, config.prompts)
+    record = await ctx.call(
         "update",
         step,
         messages,
@@ -220,41 +208,36 @@ async def rememr1_step(
         chunk_index=chunk.index,
         chunk_tokens=chunk.tokens,
     )
-    reply = parse_step_reply(strip_think(conversation.reply))
-    conversation.memory = reply.update if reply.update is not None else memory
+    reply = parse_step_reply(memory_text(record))
     if not reply.well_formed:
-        conversation.flags.append(FORMAT_ERROR)
-    if conversation.finish_reason == "length":
-        conversation.flags.append(MEMORY_TRUNCATED)
+        record.flags.append(FORMAT_ERROR)
+    keep_memory(record, reply.update, memory)
     if reply.recall is not None:
-        await _recall(conversation, reply.recall, history, config)
+        record.recall = await _recall(reply.recall, history, config)
     if reply.update is not None:
         history.add(step, reply.update)
-    return conversation
+    return record
 
 
-async def _recall(
-    conversation: Conversation, query: str, history: MemoryHistory, config: ReMemR1Config
-) -> None:
-    """Search the history for ``query`` and record the query and what it brought back."""
+async def _recall(query: str, history: MemoryHistory, config: ReMemR1Config) -> Recall:
+    """Search the history for ``query``: the query and what it brought back."""
     # In a worker thread: fitting TF-IDF on a long history would stall other concurrent runs.
     hits = await asyncio.to_thread(
         history.search, query, config.recall_top_k, config.recall_threshold
     )
-    conversation.recall_query = query
-    if hits:
-        conversation.recalled_memory = format_recalled(hits)
-        conversation.recalled_step = hits[0].step
+    if not hits:
+        return Recall(query)
+    return Recall(query, format_recalled(hits), hits[0].step)
 
 
 async def rememr1_final(
     ctx: CallContext, config: ReMemR1Config, question: str, memory: str, recalled: str, step: int
-) -> Conversation:
+) -> Step:
     """Answer from the memory and the recalled memory; the answer is the last \\boxed{} (else
     the whole reply, flagged ``NO_BOXED_ANSWER``)."""
-    messages = final_messages(question, recalled, memory, config.prompt_dir)
-    conversation = await ctx.call("final", step, messages, config.params(config.final_tokens))
-    return read_answer(conversation)
+    messages = final_messages(question, recalled, memory, config.prompts)
+    record = await ctx.call("final", step, messages, config.params(config.final_tokens))
+    return read_answer(record)
 
 
 async def read_with_recall(
@@ -263,7 +246,7 @@ async def read_with_recall(
     question: str,
     chunks: list[Chunk],
     history: MemoryHistory,
-) -> tuple[str, str, list[Conversation]]:
+) -> tuple[str, str, list[Step]]:
     """Every chunk in order, one step each. Returns the memory, the recalled memory for the
     final call, and the step conversations.
 
@@ -272,15 +255,13 @@ async def read_with_recall(
     already folded into its memory.
     """
     memory, recalled = NO_MEMORY, ""
-    conversations: list[Conversation] = []
+    steps: list[Step] = []
     for step, chunk in enumerate(chunks):
-        conversation = await rememr1_step(
-            ctx, config, question, memory, recalled, chunk, step, history
-        )
-        memory = conversation.memory or memory
-        recalled = conversation.recalled_memory or ""
-        conversations.append(conversation)
-    return memory, recalled, conversations
+        record = await rememr1_step(ctx, config, question, memory, recalled, chunk, step, history)
+        memory = record.memory or memory
+        recalled = (record.recall.memory if record.recall else None) or ""
+        steps.append(record)
+    return memory, recalled, steps
 
 
 # --- budget and the agent ------------------------------------------------------------------
@@ -296,14 +277,14 @@ def plan_rememr1_chunk(
     memory_room = max(config.memory_tokens, tokenizer.count(NO_MEMORY))
     recalled_room = config.recall_top_k * (config.memory_tokens + _RECALL_LABEL_TOKENS)
     recalled_room = max(recalled_room, tokenizer.count(NO_RECALL))
-    empty_step = step_messages(question, "", "", "", config.prompt_dir)[0]["content"]
+    empty_step = step_messages(question, "", "", "", config.prompts)[0]["content"]
     plan = plan_chunk(
         window=window,
         requested=config.chunk_tokens,
         prompt_tokens_without_chunk=tokenizer.count(empty_step) + recalled_room + memory_room,
         max_new_tokens=config.memory_tokens,
     )
-    empty_final = final_messages(question, "", "", config.prompt_dir)[0]["content"]
+    empty_final = final_messages(question, "", "", config.prompts)[0]["content"]
     check_fits(
         window=window,
         prompt_tokens=tokenizer.count(empty_final) + recalled_room + memory_room,
@@ -330,8 +311,9 @@ class ReMemR1(AgentBase[ReMemR1Config]):
         config: ReMemR1Config | None = None,
         progress: ProgressCallback | None = None,
         new_history: Callable[[], MemoryHistory] = TfidfHistory,
+        **options: Any,
     ) -> None:
-        super().__init__(backend, tokenizer, config, progress)
+        super().__init__(backend, tokenizer, config, progress, **options)
         self.new_history = new_history
 
     def plan(self, question: str) -> ChunkPlan:
@@ -340,34 +322,26 @@ class ReMemR1(AgentBase[ReMemR1Config]):
             self.tokenizer, self.backend.context_window, self.config, question
         )
 
-    async def run(self, question: str, document: Document) -> Run:
+    async def read(self, ctx: CallContext, question: str, document: Document) -> Reading:
         """Read ``document`` step by step, then answer ``question`` from the memories."""
-        start = time.perf_counter()
-        question, plan, chunks = await self.prepare(question, document)
-        ctx = self.context(len(chunks) + 1)
-        memory, recalled, conversations = await read_with_recall(
+        plan, chunks = await self.chunks(question, document)
+        ctx.expected_calls = len(chunks) + 1
+        memory, recalled, steps = await read_with_recall(
             ctx, self.config, question, chunks, self.new_history()
         )
-        final = await rememr1_final(ctx, self.config, question, memory, recalled, len(chunks))
-        conversations.append(final)
-        return finish_run(
-            self.name,
-            question,
-            conversations,
-            start,
-            {**asdict(self.config), "chunk_tokens_used": plan.chunk_tokens},
-            rememr1_notes(plan, conversations, self.config.memory_tokens),
-        )
+        steps.append(await rememr1_final(ctx, self.config, question, memory, recalled, len(steps)))
+        notes = rememr1_notes(plan, steps, self.config.memory_tokens)
+        return Reading(steps, {"chunk_tokens_used": plan.chunk_tokens}, notes)
 
 
-def rememr1_notes(plan: ChunkPlan, conversations: list[Conversation], memory_cap: int) -> list[str]:
+def rememr1_notes(plan: ChunkPlan, steps: list[Step], memory_cap: int) -> list[str]:
     """MemAgent's notes (shrunk chunk, cut memories), plus format errors and recall use."""
-    notes = run_notes(plan, conversations, memory_cap)
-    malformed = sum(FORMAT_ERROR in c.flags for c in conversations)
+    notes = run_notes(plan, steps, memory_cap)
+    malformed = sum(FORMAT_ERROR in s.flags for s in steps)
     if malformed:
         notes.append(f"{malformed} step(s) broke the <update>/<recall> format; see the flags")
-    asked = [c for c in conversations if c.recall_query is not None]
+    asked = [s.recall for s in steps if s.recall is not None]
     if asked:
-        found = sum(c.recalled_memory is not None for c in asked)
+        found = sum(r.memory is not None for r in asked)
         notes.append(f"{len(asked)} recall(s) asked, {found} found an earlier memory")
     return notes

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from ..agents.prompts import render
+from ..agents.prompts import Prompts, render
 from ..errors import UsageError
 from ..llm.base import LLMBackend, SamplingParams
 from .runner import run_workers
@@ -126,7 +126,7 @@ def read_log(path: Path, header: dict[str, Any]) -> list[ClosedBookAnswer]:
 async def _ask(
     question: Question, backend: LLMBackend, params: SamplingParams, prompt_dir: str | None
 ) -> ClosedBookAnswer:
-    prompt = render("closed_book", prompt_dir, question=question.question)
+    prompt = render("closed_book", Prompts(directory=prompt_dir), question=question.question)
     completion = await backend.chat([{"role": "user", "content": prompt}], params)
     return ClosedBookAnswer(question.id, completion.text, knows(completion.text, question.answers))
 

@@ -20,9 +20,9 @@ from typing import Any
 from tqdm import tqdm
 
 from ..agents.base import Agent, ProgressCallback
+from ..data.records import Sample
 from ..errors import BackendError, LongreadError, UsageError
-from ..trace import Conversation, Run
-from .records import Sample
+from ..trace import Run, Step
 from .scoring import SCORERS, score_answer
 from .store import DONE, FAILED, RunStore, SampleResult
 
@@ -80,13 +80,13 @@ class _Meter:
         self.bookkeeping_seconds = 0.0
         self._intervals: list[tuple[float, float]] = []
 
-    def on_call(self, conversation: Conversation, expected_calls: int) -> None:
+    def on_call(self, step: Step, expected_calls: int) -> None:
         end = time.perf_counter()
         self.calls += 1
-        self.prompt_tokens += conversation.prompt_tokens
-        self.completion_tokens += conversation.completion_tokens
-        self.call_seconds += conversation.seconds
-        self._intervals.append((end - conversation.seconds, end))
+        self.prompt_tokens += step.prompt_tokens
+        self.completion_tokens += step.completion_tokens
+        self.call_seconds += step.seconds
+        self._intervals.append((end - step.seconds, end))
         if self.on_update is not None:
             self.on_update(self)
 
@@ -239,7 +239,9 @@ async def _evaluate_sample(
     kind = sample.meta.get("kind", "qa")
     spent = _Spent(meter)
     try:
-        run = await agent_factory(spent.on_call).run(sample.question, sample.context)
+        run = await agent_factory(spent.on_call).run(
+            sample.question, sample.context, sample_id=sample.id
+        )
     except LongreadError as exc:
         score = score_answer(None, sample.answers, kind=kind)
         # What the calls before the failure cost is kept: a failed sample was not free.
@@ -303,17 +305,17 @@ class _Spent:
     def __init__(self, meter: _Meter) -> None:
         self._meter = meter
         self._started = time.perf_counter()
-        self._conversations: list[Conversation] = []
+        self._steps: list[Step] = []
 
-    def on_call(self, conversation: Conversation, expected_calls: int) -> None:
-        self._conversations.append(conversation)
-        self._meter.on_call(conversation, expected_calls)
+    def on_call(self, step: Step, expected_calls: int) -> None:
+        self._steps.append(step)
+        self._meter.on_call(step, expected_calls)
 
     def cost(self) -> dict[str, Any]:
         return {
-            "calls": len(self._conversations),
-            "prompt_tokens": sum(c.prompt_tokens for c in self._conversations),
-            "completion_tokens": sum(c.completion_tokens for c in self._conversations),
+            "calls": len(self._steps),
+            "prompt_tokens": sum(c.prompt_tokens for c in self._steps),
+            "completion_tokens": sum(c.completion_tokens for c in self._steps),
             "seconds": time.perf_counter() - self._started,
         }
 

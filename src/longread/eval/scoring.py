@@ -4,6 +4,10 @@ RULER metrics, and the word recall that ReMemR1's step rewards are built on.
 Metric functions take a prediction and a list of gold aliases and return the best match over the
 aliases. :func:`score_answer` turns an agent's final reply into a :class:`Score`; a failed or empty
 reply is a "null" that scores zero everywhere and stays in the denominator.
+
+RULER samples are the exception: their golds are needles that are ALL required, not aliases, so
+:func:`score_ruler` judges samples with several needles by the ``*_needles`` metrics, and reads
+RULER's string_match_all/part off the whole reply as RULER does.
 """
 
 from __future__ import annotations
@@ -24,6 +28,12 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _LATEX_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox)\{([^{}]*)\}")
 # HotpotQA's rule: these answers are class labels, so partial credit makes no sense.
 _CLOSED_ANSWERS = frozenset({"yes", "no", "noanswer"})
+# The box openers agents/answer.py's extract_boxed reads, so both see the same boxes.
+_BOX_OPENERS = ("\\boxed{", "\\fbox{")
+# How a model lists several values in one answer: "a, b; c" or one per line.
+_LIST_SEPARATORS = re.compile(r"[,;\n]")
+# The "and" of a list's last item ("a, b, and c"), which is not part of the value.
+_LIST_AND = re.compile(r"^and\s+", re.IGNORECASE)
 
 
 def normalize_answer(text: str) -> str:
@@ -107,6 +117,48 @@ def string_match_part(prediction: str, golds: Sequence[str]) -> float:
     return 100.0 * any(_found(prediction, golds))
 
 
+def _answer_parts(answers: Sequence[str]) -> list[str]:
+    """The values listed in some answers: each split at commas, semicolons and line breaks,
+    stripped, a leading "and" dropped, blanks left out."""
+    parts = (part.strip() for answer in answers for part in _LIST_SEPARATORS.split(answer))
+    return [value for value in (_LIST_AND.sub("", part) for part in parts) if value]
+
+
+def exact_match_needles(answers: Sequence[str], golds: Sequence[str]) -> float:
+    """All needles required: 1.0 if the set of normalised values listed in ``answers`` (see
+    :func:`_answer_parts`) equals the set of normalised golds; order and repeats do not count,
+    a missing or an extra value does. 0.0 when either set is empty."""
+    values = {v for v in map(normalize_answer, _answer_parts(answers)) if v}
+    needles = set(_usable(golds))
+    return float(bool(values) and values == needles)
+
+
+def f1_needles(answers: Sequence[str], golds: Sequence[str]) -> float:
+    """All needles required: token F1 of the answers, joined, against all the golds joined, so
+    one needle of four has recall 1/4 instead of the full marks its best alias would give."""
+    needles = list(dict.fromkeys(_usable(golds)))
+    if not needles:
+        return 0.0
+    return _token_f1(normalize_answer("\n".join(answers)), " ".join(needles))
+
+
+def sub_em_needles(answers: Sequence[str], golds: Sequence[str]) -> float:
+    """All needles required: 1.0 if every normalised gold occurs in the normalised answers
+    (joined by line breaks, so no value is glued to the next); 0.0 without a usable gold."""
+    text = normalize_answer("\n".join(answers))
+    needles = _usable(golds)
+    return float(bool(text) and bool(needles) and all(g in text for g in needles))
+
+
+def strict_match_needles(answers: Sequence[str], golds: Sequence[str]) -> float:
+    """All needles required, the training reward's way: 1.0 if the set of values listed in
+    ``answers``, lower-cased and without whitespace, equals the golds' set treated the same way
+    (punctuation still counts); order and repeats do not."""
+    values = {v for v in map(_squash, _answer_parts(answers)) if v}
+    needles = {g for g in map(_squash, golds) if g}
+    return float(bool(values) and values == needles)
+
+
 def word_recall(text: str, golds: Sequence[str]) -> float:
     """Share of a gold alias's distinct normalised words present among the text's normalised
     words, best alias; 0.0 when no alias has a word. Used for ReMemR1's update/revisit gains."""
@@ -122,11 +174,13 @@ def word_recall(text: str, golds: Sequence[str]) -> float:
 class Score:
     """How one final reply scored against a sample's gold answers.
 
-    ``prediction`` is the text the metrics judged: the content of the last ``\\boxed{}`` or, when
+    ``prediction`` is the extracted answer: the content of the last ``\\boxed{}`` or, when
     ``boxed`` is False, the whole final text (which only the lenient metrics credit); None when
-    ``null``. ``null`` marks an empty or failed output, scored 0 everywhere and still counted.
-    ``em``, ``f1``, ``sub_em`` and ``strict`` lie in 0..1; ``match_all`` and ``match_part``
-    (0..100) are set for RULER tasks only.
+    ``null``. It is what the QA metrics judge, except for RULER samples with several needles,
+    which are judged on all the boxes (see :func:`score_ruler`). ``null`` marks an empty or
+    failed output, scored 0 everywhere and still counted. ``em``, ``f1``, ``sub_em`` and
+    ``strict`` lie in 0..1; ``match_all`` and ``match_part`` (0..100) are set for RULER tasks
+    only and read the whole final text.
     """
 
     prediction: str | None
@@ -153,6 +207,46 @@ def strip_latex_text(answer: str) -> str:
         answer = unwrapped
 
 
+def _box_content_end(text: str, begin: int) -> int | None:
+    """Index of the brace closing the one just before ``begin``, or None if it never closes."""
+    depth = 1
+    for i in range(begin, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def _next_box(text: str, pos: int) -> int | None:
+    """Where the content of the first box opened at or after ``pos`` begins, or None."""
+    starts = [i + len(o) for o in _BOX_OPENERS if (i := text.find(o, pos)) != -1]
+    return min(starts, default=None)
+
+
+def extract_all_boxed(text: str) -> list[str]:
+    """Contents of every ``\\boxed{...}`` (or ``\\fbox{...}``) in order, stripped, with
+    balanced braces (``\\boxed{\\frac{1}{2}}`` gives ``\\frac{1}{2}``).
+
+    Same reading as ``extract_boxed``, whose answer is the last item: an unclosed box is
+    skipped, since its content may be cut mid-answer, though closed boxes inside it count; a box
+    that holds boxes gives the inner ones, not itself.
+    """
+    boxes: list[str] = []
+    pos = 0
+    while (begin := _next_box(text, pos)) is not None:
+        end = _box_content_end(text, begin)
+        content = None if end is None else text[begin:end]
+        if content is None or any(o in content for o in _BOX_OPENERS):
+            pos = begin  # look inside: its inner boxes are the answers
+            continue
+        boxes.append(content.strip())
+        pos = end + 1 if end is not None else begin
+    return boxes
+
+
 def extract_prediction(final_reply: str | None) -> tuple[str | None, bool]:
     """``(prediction, boxed)`` from a final reply; the prediction is None for an empty output."""
     text = strip_think(final_reply or "")
@@ -177,12 +271,39 @@ def score_qa(final_reply: str | None, golds: Sequence[str]) -> Score:
     )
 
 
+def _judge_all_needles(score: Score, text: str, golds: Sequence[str]) -> None:
+    """Replace the QA metrics of ``score`` by the all-needles ones, judged on every box of
+    ``text`` (LaTeX text wrappers peeled), or on the whole text when it has no box."""
+    boxes = [strip_latex_text(box) for box in extract_all_boxed(text)]
+    answers = boxes or [text]
+    score.em = exact_match_needles(answers, golds)
+    score.f1 = f1_needles(answers, golds)
+    score.sub_em = sub_em_needles(answers, golds)
+    score.strict = strict_match_needles(answers, golds) if boxes else 0.0
+
+
 def score_ruler(final_reply: str | None, golds: Sequence[str]) -> Score:
-    """The QA metrics plus RULER's string_match_all/part; here ``golds`` are all the needles."""
+    """QA metrics plus RULER's string_match_all/part; here ``golds`` are ALL the needles.
+
+    - match_all / match_part: RULER's metrics on the whole final reply (``<think>`` stripped),
+      not the box, so values spread over several boxes or given without one get RULER's credit.
+    - One distinct needle (after normalisation): EM, F1, sub-EM and strict as :func:`score_qa`.
+    - Several needles: every one is required, so one needle is never a full match. The answers
+      are all the boxes (else the whole reply) and each is split into values at commas,
+      semicolons and line breaks. EM: the set of normalised values equals the set of needles;
+      strict (boxed only): the same with :func:`strict_match`'s lower-case, no-whitespace form;
+      sub-EM: every needle occurs in the normalised answers; F1: against all needles joined.
+    - A null (empty last box, no text) scores 0 everywhere, as for QA.
+    """
     score = score_qa(final_reply, golds)
-    prediction = score.prediction or ""
-    score.match_all = string_match_all(prediction, golds)
-    score.match_part = string_match_part(prediction, golds)
+    if score.null:
+        score.match_all = score.match_part = 0.0
+        return score
+    text = strip_think(final_reply or "")
+    score.match_all = string_match_all(text, golds)
+    score.match_part = string_match_part(text, golds)
+    if len(set(_usable(golds))) > 1:
+        _judge_all_needles(score, text, golds)
     return score
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, Protocol, TypedDict, runtime_checkable
 
 from ..errors import BackendError
@@ -25,7 +25,9 @@ class SamplingParams:
     top_p: float = 1.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
-    logprobs: bool = False
+    # Return the prompt ids (after the chat template), the sampled ids and their logprobs: what
+    # training needs. Off by default: it costs a little time and a lot of trace space.
+    record_tokens: bool = False
 
 
 @dataclass
@@ -37,9 +39,13 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     seconds: float
-    # Only where the backend reports them; RL needs the sampled ids, never re-tokenised text.
+    # Only when asked (``SamplingParams.record_tokens``) and where the backend reports them;
+    # training needs the sampled ids, never re-tokenised text. ``token_ids`` are the sampled
+    # (completion) ids, end-of-sequence included when the model stopped on it; ``logprobs``
+    # one per sampled id; ``prompt_ids`` the prompt after the chat template.
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
+    prompt_ids: list[int] | None = None
     model: str = ""
 
     @property
@@ -63,32 +69,9 @@ class LLMBackend(Protocol):
         """Run one chat completion. Raises ``BackendError`` when it cannot."""
         ...
 
-    async def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
-        """Exact prompt tokens of ``messages`` after the chat template, or None if unknown."""
-        ...
-
     async def aclose(self) -> None:
         """Release connections, threads or model memory."""
         ...
-
-
-@dataclass
-class Usage:
-    """Running totals over many calls."""
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    finish_reasons: dict[str, int] = field(default_factory=dict)
-
-    def add(self, completion: Completion) -> None:
-        self.calls += 1
-        self.prompt_tokens += completion.prompt_tokens
-        self.completion_tokens += completion.completion_tokens
-        self.seconds += completion.seconds
-        reason = completion.finish_reason
-        self.finish_reasons[reason] = self.finish_reasons.get(reason, 0) + 1
 
 
 def check_prompt_truncation(

@@ -120,9 +120,6 @@ class LlamaCppBackend:
             model=self.model_path.name,
         )
 
-    async def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
-        return None
-
     async def aclose(self) -> None:
         if self._llama is not None:
             llama, self._llama = self._llama, None

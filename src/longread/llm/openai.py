@@ -120,10 +120,6 @@ class OpenAIBackend:
             raise await self._status_error(url, response)
         return _parse_completion(url, response, seconds, self.model)
 
-    async def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
-        """Always None: servers disagree on whether and how they expose tokenization."""
-        return None
-
     async def aclose(self) -> None:
         """Close the HTTP connection pool."""
         await self._client.aclose()
@@ -284,7 +280,7 @@ def _request_body(
         body["seed"] = params.seed
     if params.stop:
         body["stop"] = list(params.stop)
-    if params.logprobs:
+    if params.record_tokens:
         body["logprobs"] = True
     return body
 

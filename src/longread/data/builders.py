@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import UsageError
 from ..text.tokenizer import Tokenizer
 from ._fit import largest_fitting
-from ._hotpot import (
+from .hotpotqa import (
     DocumentPicker,
     HotpotQuestion,
     Paragraph,

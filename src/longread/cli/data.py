@@ -7,14 +7,14 @@ from typing import Any
 
 import click
 
-from ..cli_options import hotpotqa_input_option, run_or_exit
+from ..data.builders import build_hotpotqa, build_hotpotqa_to_length
+from ..data.hotpotqa import load_hotpotqa
+from ..data.loaders import save_samples
+from ..data.records import Sample
+from ..data.ruler import RULER_TASKS, build_ruler
 from ..text.tokenizer import Tokenizer
-from ._hotpot import load_hotpotqa
-from .builders import build_hotpotqa, build_hotpotqa_to_length
-from .closed_book_cli import closed_book
-from .datasets import save_samples
-from .records import Sample
-from .ruler import RULER_TASKS, build_ruler
+from .closed_book import closed_book
+from .options import hotpotqa_input_option, run_or_exit
 
 
 @click.group(name="data")

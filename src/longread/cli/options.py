@@ -12,8 +12,9 @@ from typing import Any, TypeVar
 
 import click
 
-from .errors import LongreadError
-from .llm.factory import BackendSettings
+from ..agents.prompts import PROMPT_SETS
+from ..errors import LongreadError
+from ..llm.factory import BackendSettings
 
 T = TypeVar("T")
 
@@ -125,12 +126,25 @@ def agent_options(func: Any) -> Any:
                      help="Sampling temperature [0: greedy; the papers evaluate at 0.7]."),
         click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), help="[1.0]"),
         click.option("--seed", type=int, help="Sampling seed, for reproducible sampled runs."),
+        click.option("--prompt-set", type=click.Choice(list(PROMPT_SETS)),
+                     help="Bundled prompts: paper (free-rewrite memory, the papers' method) "
+                          "or notes (append-only verbatim notes) [paper]."),
         click.option("--prompt-dir", type=click.Path(file_okay=False, exists=True),
                      help="Folder with your own prompt files (same names as the bundled ones)."),
     ]  # fmt: skip
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def record_tokens_option(func: Any) -> Any:
+    """``--record-tokens``: keep token ids and logprobs in every step record (for training)."""
+    return click.option(
+        "--record-tokens",
+        is_flag=True,
+        help="Keep each call's prompt ids, sampled ids and logprobs in the trace (for "
+        "training; the embedded backend and vLLM servers provide them).",
+    )(func)
 
 
 def hotpotqa_input_option(func: Any) -> Any:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ._hotpot import Paragraph, paragraphs_from_context, render_documents, supporting_facts
+from .hotpotqa import Paragraph, paragraphs_from_context, render_documents, supporting_facts
 from .records import Sample
 
 FORMATS = ("canonical", "memagent", "ruler", "memreread", "hotpotqa")

@@ -12,12 +12,18 @@ from typing import Any
 import click
 
 from ..agents.registry import AGENTS, make_agent, make_config
-from ..cli_options import agent_options, backend_options, backend_settings, run_or_exit
+from ..data.records import Sample
 from ..errors import LongreadError, UsageError
+from ..eval.report import load_runs, markdown_report, plot_accuracy, run_time_report, run_times
+from ..eval.runner import Summary
 from ..llm.factory import BackendSettings
-from .records import Sample
-from .report import load_runs, markdown_report, plot_accuracy, run_time_report, run_times
-from .runner import Summary
+from .options import (
+    agent_options,
+    backend_options,
+    backend_settings,
+    record_tokens_option,
+    run_or_exit,
+)
 
 
 @click.group(name="eval")
@@ -42,7 +48,7 @@ def _run_command() -> click.Command:
         click.option("--progress/--no-progress", default=True, show_default=True,
                      help="Progress bar on stderr."),
     ]  # fmt: skip
-    command = backend_options(agent_options(run))
+    command = record_tokens_option(backend_options(agent_options(run)))
     for option in reversed(options):
         command = option(command)
     return click.command("run")(command)
@@ -55,6 +61,7 @@ def run(
     concurrency: int,
     limit: int | None,
     progress: bool,
+    record_tokens: bool,
     **options: Any,
 ) -> None:
     """Run AGENT over every sample of DATA, recording each in the run folder --out.
@@ -66,7 +73,7 @@ def run(
         config = make_config(agent, **options)
     except LongreadError as exc:
         raise click.UsageError(str(exc)) from None
-    job = _eval_run(data, agent, config, settings, out, concurrency, limit, progress)
+    job = _eval_run(data, agent, config, settings, out, concurrency, limit, progress, record_tokens)
     run_or_exit(job)
 
 
@@ -79,10 +86,11 @@ async def _eval_run(
     concurrency: int,
     limit: int | None,
     progress: bool,
+    record_tokens: bool,
 ) -> None:
+    from ..eval.runner import run_eval
+    from ..eval.store import RunStore, run_config
     from ..llm.factory import make_backend, make_tokenizer
-    from .runner import run_eval
-    from .store import RunStore, run_config
 
     samples = (await asyncio.to_thread(_load_samples, Path(data)))[:limit]
     if not samples:
@@ -95,7 +103,9 @@ async def _eval_run(
             tokenizer = await make_tokenizer(backend, settings)
             summary = await run_eval(
                 samples,
-                lambda report: make_agent(agent, backend, tokenizer, config, report),
+                lambda report: make_agent(
+                    agent, backend, tokenizer, config, report, record_tokens=record_tokens
+                ),
                 store,
                 concurrency,
                 progress,
@@ -109,7 +119,7 @@ def _load_samples(data: Path) -> list[Sample]:
     """The samples of a data file, or of every data file (.jsonl, .json, .parquet) in a
     folder and its subfolders (hidden ones left out), sorted by path (RULER writes
     ``<length>/data/<task>/validation.jsonl``)."""
-    from .datasets import DATA_SUFFIXES, load_samples
+    from ..data.loaders import DATA_SUFFIXES, load_samples
 
     if not data.is_dir():
         return load_samples(data)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ._text import LazyShuffle
+from ._haystack import LazyShuffle
 
 DOCUMENT_SEPARATOR = "\n\n"
 

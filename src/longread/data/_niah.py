@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._draft import Draft, Shared
-from ._text import (
+from ._haystack import (
     NOISE_SENTENCES,
     insert_at,
     lines_of,

@@ -27,9 +27,9 @@ from ..errors import UsageError
 from ..text.tokenizer import Tokenizer
 from ._draft import Draft, Shared
 from ._fit import largest_fitting
-from ._hotpot import DocumentPicker, Paragraph, render_documents
+from ._haystack import LazyShuffle, insert_at, lines_of, noise_sentences
 from ._niah import NIAH_TASKS, niah_draft
-from ._text import LazyShuffle, insert_at, lines_of, noise_sentences
+from .hotpotqa import DocumentPicker, Paragraph, render_documents
 from .records import Sample
 
 RULER_TASKS = (*NIAH_TASKS, "vt", "cwe", "fwe", "qa")

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ._hotpot import HotpotQuestion, Paragraph, distractor_pool, parse_hotpot_records
-from ._text import ADJECTIVES, NOUNS, VERBS, WordStream
+from ._haystack import ADJECTIVES, NOUNS, VERBS, WordStream
+from .hotpotqa import HotpotQuestion, Paragraph, distractor_pool, parse_hotpot_records
 
 
 @dataclass

@@ -9,11 +9,11 @@ from typing import Any
 import click
 
 from ..agents.prompts import load_prompt
-from ..cli_options import backend_options, backend_settings, hotpotqa_input_option, run_or_exit
+from ..data.hotpotqa import load_hotpotqa, parse_hotpot_records
 from ..errors import UsageError
+from ..eval.closed_book import Question, ask_closed_book
 from ..llm.base import SamplingParams
-from ._hotpot import load_hotpotqa, parse_hotpot_records
-from .closed_book import Question, ask_closed_book
+from .options import backend_options, backend_settings, hotpotqa_input_option, run_or_exit
 
 
 @click.command("closed-book")

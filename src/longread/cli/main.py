@@ -10,16 +10,22 @@ from typing import Any
 
 import click
 
-from . import __version__
-from .agents.registry import AGENTS, make_agent, make_config
-from .cli_options import agent_options, backend_options, backend_settings, run_or_exit
-from .errors import LongreadError
-from .eval.cli import eval_group
-from .eval.data_cli import data_group
-from .llm.factory import BackendSettings, make_backend, make_tokenizer
-from .progress import RunProgress
-from .text import achunk_file
-from .trace import Run
+from .. import __version__
+from ..agents.registry import AGENTS, make_agent, make_config
+from ..errors import LongreadError
+from ..llm.factory import BackendSettings, make_backend, make_tokenizer
+from ..progress import RunProgress
+from ..text import achunk_file
+from ..trace import Run
+from .data import data_group
+from .eval import eval_group
+from .options import (
+    agent_options,
+    backend_options,
+    backend_settings,
+    record_tokens_option,
+    run_or_exit,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -57,15 +63,22 @@ def _log_to_stderr(level: int) -> None:
 )
 @backend_options
 @agent_options
+@record_tokens_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.option(
     "--trace",
     "trace_path",
     type=click.Path(dir_okay=False),
-    help="Write the full trace (every conversation) as JSON here.",
+    help="Write the full trace (one step record per model call) as JSON here.",
 )
 def ask(
-    file: str, question: str, agent: str, as_json: bool, trace_path: str | None, **options: Any
+    file: str,
+    question: str,
+    agent: str,
+    as_json: bool,
+    trace_path: str | None,
+    record_tokens: bool,
+    **options: Any,
 ) -> None:
     """Answer QUESTION about FILE ('-' reads standard input)."""
     if not question.strip():
@@ -78,20 +91,27 @@ def ask(
         config = make_config(agent, **options)
     except LongreadError as exc:
         raise click.UsageError(str(exc)) from None
-    run = run_or_exit(_ask(file, question, agent, settings, config))
+    run = run_or_exit(_ask(file, question, agent, settings, config, record_tokens))
     if trace_path:
         run.save(trace_path)
     _print_run(run, as_json)
 
 
 async def _ask(
-    file: str, question: str, agent_name: str, settings: BackendSettings, config: Any
+    file: str,
+    question: str,
+    agent_name: str,
+    settings: BackendSettings,
+    config: Any,
+    record_tokens: bool,
 ) -> Run:
     backend = make_backend(settings)
     try:
         tokenizer = await make_tokenizer(backend, settings)
         with RunProgress() as progress:
-            agent = make_agent(agent_name, backend, tokenizer, config, progress.update)
+            agent = make_agent(
+                agent_name, backend, tokenizer, config, progress.update, record_tokens=record_tokens
+            )
             plan = agent.plan(question)
             if plan.shrunk:
                 click.echo(f"longread: note: {plan.note()}", err=True)
@@ -118,7 +138,3 @@ cli.add_command(data_group, "data")
 def main() -> None:
     """Console entry point."""
     cli.main(prog_name="longread")
-
-
-if __name__ == "__main__":
-    main()
