@@ -7,7 +7,7 @@
 #   .venv/bin/python bench/agents_table.py --agents memagent --table-only --out <jsonl>
 set -euo pipefail
 cd "$(dirname "$0")/.."
-make install >/dev/null
+[ -n "${LONGREAD:-}" ] || make install >/dev/null  # a caller-given longread is already set up
 
 LONGREAD=${LONGREAD:-.venv/bin/longread}
 PYTHON=${PYTHON:-.venv/bin/python}

@@ -238,12 +238,11 @@ def extract_all_boxed(text: str) -> list[str]:
     pos = 0
     while (begin := _next_box(text, pos)) is not None:
         end = _box_content_end(text, begin)
-        content = None if end is None else text[begin:end]
-        if content is None or any(o in content for o in _BOX_OPENERS):
-            pos = begin  # look inside: its inner boxes are the answers
+        if end is None or any(o in text[begin:end] for o in _BOX_OPENERS):
+            pos = begin  # unclosed, or a box of boxes: its closed inner boxes are the answers
             continue
-        boxes.append(content.strip())
-        pos = end + 1 if end is not None else begin
+        boxes.append(text[begin:end].strip())
+        pos = end + 1
     return boxes
 
 
@@ -293,7 +292,7 @@ def score_ruler(final_reply: str | None, golds: Sequence[str]) -> Score:
       semicolons and line breaks. EM: the set of normalised values equals the set of needles;
       strict (boxed only): the same with :func:`strict_match`'s lower-case, no-whitespace form;
       sub-EM: every needle occurs in the normalised answers; F1: against all needles joined.
-    - A null (empty last box, no text) scores 0 everywhere, as for QA.
+    - A null (no text, or an empty last box) scores 0 everywhere, as for QA.
     """
     score = score_qa(final_reply, golds)
     if score.null:
