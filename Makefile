@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
+# The fast loop's own stamp: no llama.cpp compile (no embedded model, no llama.cpp server).
+FAST_STAMP = $(VENV)/.installed-fast
 
 DEMO_QUESTION = What is the special magic number mentioned in the document?
 
@@ -14,8 +16,14 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[local,eval,dev]'
-	touch $(STAMP)
+	$(BIN)/pip install --quiet -e '.[local,eval,dev,test-server]'
+	touch $(STAMP) $(FAST_STAMP)
+
+$(FAST_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[eval,dev]'
+	touch $(FAST_STAMP)
 
 install: $(STAMP)
 
@@ -31,7 +39,8 @@ lint: install
 test: lint
 	$(BIN)/pytest -q
 
-test-fast: install
+# Unit tests and fake-server tests only: no model, no llama.cpp server, so no llama.cpp compile.
+test-fast: $(FAST_STAMP)
 	$(BIN)/pytest -q -m "not model and not server"
 
 bench: install

@@ -45,8 +45,14 @@ def completion_body(
     model: str = "test-model",
     usage: bool = True,
     logprobs: list[dict[str, Any]] | None = None,
+    token_ids: list[int] | None = None,
+    prompt_token_ids: list[int] | None = None,
 ) -> dict[str, Any]:
-    """A chat-completions response body the way vLLM shapes it."""
+    """A chat-completions response body the way vLLM shapes it.
+
+    ``token_ids`` and ``prompt_token_ids`` are what vLLM >= 0.10.2 adds for
+    ``return_token_ids``: the sampled ids on the choice, the prompt ids at the top level.
+    """
     choice: dict[str, Any] = {
         "index": 0,
         "message": {"role": "assistant", "content": text},
@@ -54,7 +60,11 @@ def completion_body(
     }
     if logprobs is not None:
         choice["logprobs"] = {"content": logprobs}
+    if token_ids is not None:
+        choice["token_ids"] = token_ids
     body: dict[str, Any] = {"id": "cmpl-1", "object": "chat.completion", "model": model}
+    if prompt_token_ids is not None:
+        body["prompt_token_ids"] = prompt_token_ids
     body["choices"] = [choice]
     if usage:
         body["usage"] = {

@@ -40,12 +40,14 @@ class ScriptedBackend:
         *,
         context_window: int | None = None,
         finish_reasons: Sequence[str] | None = None,
+        with_tokens: bool = False,
     ) -> None:
         self._replies = list(replies)
         self._finish = list(finish_reasons or [])
         self._window = context_window
         self.requests: list[tuple[list[Message], SamplingParams]] = []
         self.tokenizer = WordTokenizer()
+        self.with_tokens = with_tokens  # answer record_tokens requests with (made-up) ids
 
     @property
     def context_window(self) -> int | None:
@@ -60,7 +62,14 @@ class ScriptedBackend:
         text = reply(messages) if callable(reply) else reply
         finish = self._finish[index] if index < len(self._finish) else "stop"
         prompt = sum(self.tokenizer.count(m["content"]) for m in messages)
-        return Completion(text, finish, prompt, self.tokenizer.count(text), 0.001)
+        completion = Completion(text, finish, prompt, self.tokenizer.count(text), 0.001)
+        if params.record_tokens and self.with_tokens:
+            completion.prompt_ids = [
+                i for m in messages for i in self.tokenizer.encode(m["content"])
+            ]
+            completion.token_ids = self.tokenizer.encode(text)
+            completion.logprobs = [-0.5] * len(completion.token_ids)
+        return completion
 
     async def aclose(self) -> None:
         pass

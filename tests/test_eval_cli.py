@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -248,15 +249,110 @@ def test_data_errors_are_one_line_and_exit_2(server, tmp_path):
     assert result.stderr == f"longread: error: {tmp_path / 'empty'} {expected}\n"
 
 
-def test_results_of_other_sample_ids_are_noted_when_resuming(server, tmp_path):
+def run_ok(args: list[str]) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_a_moved_run_folder_resumes_skipping_its_finished_samples(server, tmp_path):
+    out = tmp_path / "first" / "run"
+    (out / "input").mkdir(parents=True)
+    data = write_data(out / "input" / "data.jsonl", 4)  # the data travels with the run folder
+    run_ok(run_args(server, data, out, "--agent", "full", "--limit", "2", "--no-progress"))
+    shutil.move(tmp_path / "first", tmp_path / "second")
+    out, data = tmp_path / "second" / "run", tmp_path / "second" / "run" / "input" / "data.jsonl"
+    calls = len(server.requests_to(CHAT))
+    resumed = run_ok(run_args(server, data, out, "--agent", "full", "--no-progress"))
+    assert len(server.requests_to(CHAT)) - calls == 2  # s00 and s01 were done before the move
+    assert sorted(rows(out)) == [(f"s{i:02d}", "done") for i in range(4)]
+    assert "4/4 done, 0 failed" in resumed.stdout
+    config = json.loads((out / "config.json").read_text())
+    assert config["data"] == "input/data.jsonl"  # inside the folder: relative to it
+    assert config["resumed"][0]["data"] == "input/data.jsonl"
+    assert config["samples"] == 4 and config["data_hash"].startswith("sha256:")
+    backend = config["backend"]
+    assert (backend["backend"], backend["requested"], backend["model"]) == ("openai", "auto", "m")
+    assert backend["base_url"] == f"{server.url}/v1" and "api_key" not in backend
+
+
+def test_the_same_data_under_another_name_and_format_resumes(server, tmp_path):
+    data, out = write_data(tmp_path / "data.jsonl", 3), tmp_path / "run"
+    run_ok(run_args(server, data, out, "--agent", "full", "--no-progress"))
+    records = [json.loads(line) for line in data.read_text().splitlines()]
+    memagent = [
+        {"_id": r["id"], "input": r["question"], "context": r["context"], "answers": r["answers"]}
+        for r in reversed(records)
+    ]
+    renamed = tmp_path / "elsewhere" / "copy.json"
+    renamed.parent.mkdir()
+    renamed.write_text(json.dumps(memagent))
+    data.unlink()
+    calls = len(server.requests_to(CHAT))
+    resumed = run_ok(run_args(server, renamed, out, "--agent", "full", "--no-progress"))
+    assert len(server.requests_to(CHAT)) == calls  # nothing left to run
+    assert "3/3 done, 0 failed" in resumed.stdout
+
+
+@pytest.mark.parametrize(
+    ("prefix", "what"),
+    [("s", "the same sample ids with changed content"), ("new", "other sample ids")],
+)
+def test_resuming_on_changed_data_is_refused_in_one_line(server, tmp_path, prefix, what):
+    data, out = write_data(tmp_path / "data.jsonl", 2), tmp_path / "run"
+    args = run_args(server, data, out, "--agent", "full", "--no-progress")
+    run_ok(args)
+    calls = len(server.requests_to(CHAT))
+    write_data(data, 2, prefix=prefix)
+    if prefix == "s":  # the same ids: change one answer
+        data.write_text(data.read_text().replace('"answers": ["7"]', '"answers": ["9"]', 1))
+    refused = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"longread: error: {out} holds a run on different data ({what}: saved 2 samples from "
+        f"{str(data.resolve())!r}, now 2 from {str(data.resolve())!r}); resume with the same "
+        "data or pass a new --out folder\n"
+    )
+    assert len(server.requests_to(CHAT)) == calls
+
+
+def test_a_folder_from_before_data_hashes_resumes_and_notes_results_of_other_ids(server, tmp_path):
     data, out = tmp_path / "data.jsonl", tmp_path / "run"
     write_data(data, 2, prefix="old")
     args = run_args(server, data, out, "--agent", "full", "--no-progress")
-    assert subprocess.run(args, capture_output=True, text=True, timeout=120).returncode == 0
-    write_data(data, 2, prefix="new")  # the same file, rebuilt with other ids
-    resumed = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert resumed.returncode == 0, resumed.stderr
+    run_ok(args)
+    config = json.loads((out / "config.json").read_text())
+    for key in ("data_hash", "sample_ids_hash", "samples"):  # as written before data hashes
+        del config[key]
+    (out / "config.json").write_text(json.dumps(config))
+    write_data(data, 2, prefix="new")  # the same file name, rebuilt with other ids
+    resumed = run_ok(args)
     assert (
         "none of the 2 results in" in resumed.stderr and "every sample runs again" in resumed.stderr
     )
     assert sorted(i for i, _ in rows(out)) == ["new00", "new01", "old00", "old01"]
+    config = json.loads((out / "config.json").read_text())
+    assert config["data_hash"] and config["resumed"][0]["adopted_data_hash"] is True
+
+
+def test_a_committed_run_folder_from_before_prompt_sets_is_refused(server, tmp_path):
+    results = Path(__file__).resolve().parents[1] / "results"
+    old = results / "runs" / "full-hotpotqa-2048"
+    if not (old / "config.json").is_file() or "prompt_set" in (old / "config.json").read_text():
+        pytest.skip("no run folder from before prompt sets is committed")
+    out, data = tmp_path / "run", tmp_path / "data" / "hotpotqa_2048.jsonl"
+    shutil.copytree(old, out)
+    data.parent.mkdir()
+    shutil.copy(results / "data" / "hotpotqa_2048.jsonl", data)
+    refused = subprocess.run(
+        run_args(server, data, out, "--agent", "full", "--no-progress"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"longread: error: {out} was made by an older longread without agent_config.prompt_set "
+        "(now 'paper'), so its results may not match this run; pass a new --out folder\n"
+    )
+    assert server.requests_to(CHAT) == []

@@ -90,8 +90,9 @@ async def test_markdown_numbers_match_a_hand_count(run_dirs):
     toy_full = ["4", "50.0", "50.0", "50.0", "25.0", "1", "1", "1", "1.0", "3000"]
     toy_full_8k = ["2", "50.0", "50.0", "50.0", "0.0", "1", "0", "0", "1.0", "1500"]
     rag_all_right = ["100.0", "100.0", "100.0", "100.0", "0", "0", "0", "1.0", "500"]
-    # r2 "11 22": F1 2/3 against "11"; EM and strict need an exact alias.
-    niah = ["2", "100.0", "50.0", "83.3", "50.0", "75.0", "0", "0", "0", "1.0", "100"]
+    # Both needles are required: r1 "11" finds one of two (sub-EM, EM, strict 0; F1 2/3 against
+    # "11 22"; match_all 50), r2 "11, 22" finds both (1 everywhere; match_all 100).
+    niah = ["2", "50.0", "50.0", "83.3", "50.0", "75.0", "0", "0", "0", "1.0", "100"]
     assert tables == {
         ("toy", "1000", "full"): [*toy_full, s("full", 1000)],
         ("toy", "1000", "rag"): ["4", *rag_all_right, s("rag", 1000)],

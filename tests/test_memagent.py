@@ -5,7 +5,7 @@ import pytest
 from longread.agents.memagent import NO_MEMORY, MemAgent, MemAgentConfig
 from longread.errors import BackendError, BudgetError, UsageError
 from longread.text.chunking import Chunk, chunk_text
-from longread.trace import MEMORY_TRUNCATED, NO_BOXED_ANSWER, Run
+from longread.trace import MEMORY_KEPT, MEMORY_TRUNCATED, NO_BOXED_ANSWER, Run
 
 from .scripted import ScriptedBackend, WordTokenizer
 
@@ -157,3 +157,51 @@ async def test_progress_callback_sees_every_call_with_expected_total():
     )
     await agent.run("q", chunks("a", "b"))
     assert seen == [("update", 3), ("update", 3), ("final", 3)]
+
+
+async def test_an_empty_update_keeps_the_previous_memory_and_says_so():
+    backend = ScriptedBackend(["the key is 7", "  ", "\\boxed{7}"])
+    run = await agent_for(backend).run("key?", chunks("a", "b"))
+    assert run.steps[1].memory == "the key is 7"
+    assert MEMORY_KEPT in run.steps[1].flags
+    assert "the key is 7" in backend.requests[2][0][0]["content"]  # the final call still sees it
+    assert any("previous memory was kept" in note for note in run.notes)
+
+
+async def test_a_reply_cut_inside_an_unclosed_think_keeps_the_previous_memory():
+    backend = ScriptedBackend(
+        ["the key is 7", "<think>the section talks about", "\\boxed{7}"],
+        finish_reasons=["stop", "length", "stop"],
+    )
+    run = await agent_for(backend).run("key?", chunks("a", "b"))
+    assert run.steps[1].memory == "the key is 7"
+    assert {MEMORY_KEPT, MEMORY_TRUNCATED} <= set(run.steps[1].flags)
+    assert "the key is 7" in backend.requests[2][0][0]["content"]
+
+
+async def test_the_notes_prompt_set_is_selectable_and_differs_from_the_paper_default():
+    paper, notes = ScriptedBackend(["m", "\\boxed{x}"]), ScriptedBackend(["m", "\\boxed{x}"])
+    await agent_for(paper).run("q?", chunks("c"))
+    await agent_for(notes, prompt_set="notes").run("q?", chunks("c"))
+    paper_update, notes_update = (
+        paper.requests[0][0][0]["content"],
+        notes.requests[0][0][0]["content"],
+    )
+    assert "keep every relevant detail" in paper_update  # the papers' free rewrite
+    assert "copied exactly" in notes_update and "copied exactly" not in paper_update
+
+
+def test_an_unknown_prompt_set_is_a_usage_error():
+    with pytest.raises(UsageError, match="unknown prompt set 'terse'"):
+        MemAgentConfig(prompt_set="terse")
+
+
+def test_no_bundled_prompt_shows_an_example_answer():
+    import importlib.resources
+    import re
+
+    folder = importlib.resources.files("longread.agents") / "prompts"
+    texts = [f.read_text() for s in folder.iterdir() if s.is_dir() for f in s.iterdir()]
+    assert len(texts) >= 13
+    for text in texts:
+        assert not re.search(r"\\boxed\{[^}]", text), text  # only the empty \boxed{} format

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from longread.agents.memreread import (
+    HISTORY_TRIMMED,
     REPEATED_SUBQUESTION,
     MemReread,
     MemRereadConfig,
@@ -12,7 +13,7 @@ from longread.agents.memreread import (
 )
 from longread.errors import UsageError
 from longread.text.chunking import Chunk
-from longread.trace import FORMAT_ERROR
+from longread.trace import DECISION_TRUNCATED, FORMAT_ERROR, MEMORY_KEPT
 
 from .scripted import ScriptedBackend, WordTokenizer
 
@@ -161,3 +162,58 @@ async def test_every_call_fits_a_small_window():
     for messages, params in backend.requests:
         prompt = sum(backend.tokenizer.count(m["content"]) for m in messages)
         assert prompt + params.max_tokens <= 4096
+
+
+class LongAnswers(Router):
+    """Every reread answers with a long box, so the decide prompt's history grows each round."""
+
+    def __init__(self, rounds: int, answer_words: int) -> None:
+        super().__init__([f"<subquestion>question {i}?</subquestion>" for i in range(rounds)])
+        self.answer = " ".join(f"a{i}" for i in range(answer_words))
+
+    def __call__(self, messages) -> str:
+        reply = super().__call__(messages)
+        return f"\\boxed{{{self.answer}}}" if reply.endswith("\\boxed{Zurich}") else reply
+
+
+async def test_the_decide_call_fits_the_window_however_long_its_history_grows():
+    window, rounds = 2048, 8
+    backend = ScriptedBackend([LongAnswers(rounds, 300)] * 100, context_window=window)
+    config = MemRereadConfig(max_reread=rounds, memory_tokens=128, final_tokens=300,
+                             decide_tokens=64)  # fmt: skip
+    run = await MemReread(backend, WordTokenizer(), config).run("q", chunks(1))
+    for messages, params in backend.requests:
+        prompt = sum(backend.tokenizer.count(m["content"]) for m in messages)
+        assert prompt + params.max_tokens <= window
+    decides = [s for s in run.steps if s.kind == "decide"]
+    assert len(decides) == rounds
+    assert HISTORY_TRIMMED in decides[-1].flags and HISTORY_TRIMMED not in decides[0].flags
+    assert any("left out of a decision" in note for note in run.notes)
+
+
+async def test_a_decide_reply_cut_at_its_cap_is_flagged():
+    backend = ScriptedBackend(
+        ["memory", "<subquestion>Which city holds", "\\boxed{x}"],
+        finish_reasons=["stop", "length", "stop"],
+    )
+    run = await MemReread(backend, WordTokenizer()).run("q", chunks(1))
+    decide = next(s for s in run.steps if s.kind == "decide")
+    assert DECISION_TRUNCATED in decide.flags
+
+
+async def test_an_empty_integration_keeps_the_root_memory():
+    def router(messages) -> str:
+        content = messages[0]["content"]
+        if "Decide whether" in content:
+            return "<subquestion>Where?</subquestion>" if "Where?" not in content else "<stop/>"
+        if "You reread the whole document" in content:
+            return "<think>cut off before any memory"
+        return "root memory" if "Section:" in content else "\\boxed{x}"
+
+    backend = ScriptedBackend([router] * 20)
+    run = await MemReread(backend, WordTokenizer(), MemRereadConfig(max_reread=1)).run(
+        "q", chunks(1)
+    )
+    integrate = next(s for s in run.steps if s.kind == "integrate")
+    assert integrate.memory == "root memory" and MEMORY_KEPT in integrate.flags
+    assert "root memory" in run.steps[-1].messages[0]["content"]

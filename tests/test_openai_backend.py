@@ -100,7 +100,7 @@ async def test_unset_seed_stop_and_logprobs_are_not_sent(server: FakeOpenAIServe
     async with make_backend(server) as backend:
         await chat(backend)
     [request] = server.requests_to(CHAT)
-    assert not {"seed", "stop", "logprobs"} & set(request.body)
+    assert not {"seed", "stop", "logprobs", "return_token_ids"} & set(request.body)
 
 
 async def test_null_content_and_missing_usage_do_not_crash(server: FakeOpenAIServer) -> None:
@@ -110,22 +110,98 @@ async def test_null_content_and_missing_usage_do_not_crash(server: FakeOpenAISer
     assert (result.text, result.prompt_tokens, result.completion_tokens) == ("", 0, 0)
 
 
-async def test_logprobs_are_requested_and_parsed(server: FakeOpenAIServer) -> None:
+# -- recording tokens ----------------------------------------------------------------------
+
+
+async def test_recording_asks_for_logprobs_and_token_ids(server: FakeOpenAIServer) -> None:
+    server.script(CHAT, Reply(body=completion_body(token_ids=[5])))
+    async with make_backend(server) as backend:
+        await chat(backend, SamplingParams(record_tokens=True))
+    body = server.requests_to(CHAT)[0].body
+    assert (body["logprobs"], body["return_token_ids"]) == (True, True)
+
+
+async def test_vllm_prompt_and_completion_ids_are_parsed(
+    server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    logprobs = [
+        {"token": "Par", "logprob": -0.25},
+        {"token": "is", "logprob": -0.5},
+        {"token": "<|im_end|>", "logprob": -1.5},
+    ]
+    body = completion_body(
+        "Paris",
+        logprobs=logprobs,
+        token_ids=[3400, 285, 2],  # the end-of-sequence id included, as vLLM returns it
+        prompt_token_ids=[1, 9690, 198, 2683],
+    )
+    server.script(CHAT, Reply(body=body))
+    async with make_backend(server) as backend:
+        result = await chat(backend, SamplingParams(record_tokens=True))
+    assert result.text == "Paris"
+    assert result.prompt_ids == [1, 9690, 198, 2683]
+    assert result.token_ids == [3400, 285, 2]
+    assert result.logprobs == [-0.25, -0.5, -1.5]
+    assert "prompt_token_ids" not in caplog.text
+
+
+async def test_token_id_spelling_of_older_vllm_is_parsed(server: FakeOpenAIServer) -> None:
+    # vLLM before return_token_ids: --return-tokens-as-token-ids spells tokens "token_id:N".
     tokens = [{"token": "token_id:17", "logprob": -0.5}, {"token": "token_id:4", "logprob": -1.25}]
     server.script(CHAT, Reply(body=completion_body("ab", logprobs=tokens)))
     async with make_backend(server) as backend:
         result = await chat(backend, SamplingParams(record_tokens=True))
-    assert server.requests_to(CHAT)[0].body["logprobs"] is True
     assert result.logprobs == [-0.5, -1.25]
-    assert result.token_ids == [17, 4]  # vLLM's return_tokens_as_token_ids spelling
+    assert result.token_ids == [17, 4]
+    assert result.prompt_ids is None
 
 
-async def test_logprobs_without_token_ids_leave_ids_unknown(server: FakeOpenAIServer) -> None:
-    tokens = [{"token": "a", "logprob": -0.1}]
-    server.script(CHAT, Reply(body=completion_body("a", logprobs=tokens)))
+async def test_missing_prompt_ids_warn_once_per_backend(
+    server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    tokens = [{"token": "token_id:17", "logprob": -0.5}]
+    server.always(CHAT, Reply(body=completion_body("a", logprobs=tokens)))
     async with make_backend(server) as backend:
-        result = await chat(backend, SamplingParams(record_tokens=True))
-    assert (result.logprobs, result.token_ids) == ([-0.1], None)
+        for _ in range(3):
+            result = await chat(backend, SamplingParams(record_tokens=True))
+            assert (result.token_ids, result.prompt_ids) == ([17], None)
+    warnings = [r for r in caplog.records if "prompt_token_ids" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelname == "WARNING"
+    assert server.url in warnings[0].getMessage()
+
+
+@pytest.mark.parametrize(
+    "logprobs",
+    [None, [{"token": "a", "logprob": -0.1}]],  # an OpenAI-like server; logprobs without ids
+)
+async def test_server_without_token_ids_cannot_record(
+    server: FakeOpenAIServer, logprobs: list[dict[str, Any]] | None
+) -> None:
+    server.script(CHAT, Reply(body=completion_body("a", logprobs=logprobs)))
+    async with make_backend(server) as backend:
+        with pytest.raises(BackendError) as exc:
+            await chat(backend, SamplingParams(record_tokens=True))
+    message = assert_one_line(exc)
+    assert message.startswith(f"{server.url}{CHAT} cannot record tokens")
+    assert "vLLM" in message and "without --record-tokens" in message
+
+
+async def test_ids_and_logprobs_of_different_lengths_are_refused(
+    server: FakeOpenAIServer,
+) -> None:
+    tokens = [{"token": "a", "logprob": -0.1}]
+    server.script(CHAT, Reply(body=completion_body("ab", logprobs=tokens, token_ids=[7, 8])))
+    async with make_backend(server) as backend:
+        with pytest.raises(BackendError, match="2 token ids but 1 logprobs"):
+            await chat(backend, SamplingParams(record_tokens=True))
+
+
+async def test_ids_are_ignored_when_not_recording(server: FakeOpenAIServer) -> None:
+    body = completion_body("a", token_ids=[7], prompt_token_ids=[1, 2])
+    server.script(CHAT, Reply(body=body))
+    async with make_backend(server) as backend:
+        result = await chat(backend)
+    assert (result.token_ids, result.logprobs, result.prompt_ids) == (None, None, None)
 
 
 async def test_api_key_is_sent_as_bearer_token(server: FakeOpenAIServer) -> None:

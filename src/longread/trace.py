@@ -269,6 +269,7 @@ class Run:
         """Everything, JSON-ready: summary, config and every step."""
         return {
             **self.summary(),
+            "seconds": self.seconds,  # exact: the summary's is rounded for people
             "final_reply": self.final_reply,
             "config": self.config,
             "steps": [s.to_dict() for s in self.steps],
@@ -313,6 +314,8 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 def migrate_trace_file(path: str | Path) -> bool:
     """Rewrite one trace file in the current schema; False when it already was."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError("a trace is a JSON object")
     if data.get("schema") == SCHEMA_VERSION:
         return False
     write_json(Path(path), Run.from_dict(data).to_dict())

@@ -120,25 +120,18 @@ class MemReread(AgentBase[MemRereadConfig]):
 
     def plan(self, question: str) -> ChunkPlan:
         """Chunks sized for the question and for a sub-question of up to ``decide_tokens``;
-        the decide call (empty history) and the integrate call must fit too."""
+        the integrate call must fit too. (A decide call with no history is smaller than an
+        integrate call; its growing history is fitted at each call, see ``_fit_decision``.)"""
         config, window = self.config, self.backend.context_window
         plan = plan_memagent_chunk(self.tokenizer, window, config, question, config.decide_tokens)
-        prompts = config.prompts
         # Integration carries old memory, sub-answer and sub-memory at once.
-        empty = integrate_messages(question, "", "", "", "", prompts)[0]["content"]
+        empty = integrate_messages(question, "", "", "", "", config.prompts)[0]["content"]
         carried = 2 * config.memory_tokens + config.final_tokens + config.decide_tokens
         check_fits(
             window=window,
             prompt_tokens=self.tokenizer.count(empty) + carried,
             max_new_tokens=config.memory_tokens,
             what="memory integration",
-        )
-        decide = decide_messages(question, "", [], prompts)[0]["content"]
-        check_fits(
-            window=window,
-            prompt_tokens=self.tokenizer.count(decide) + config.memory_tokens,
-            max_new_tokens=config.decide_tokens,
-            what="reread decision",
         )
         return plan
 

@@ -92,11 +92,17 @@ async def _eval_run(
     from ..eval.store import RunStore, run_config
     from ..llm.factory import make_backend, make_tokenizer
 
-    samples = (await asyncio.to_thread(_load_samples, Path(data)))[:limit]
+    loaded = await asyncio.to_thread(_load_samples, Path(data))
+    samples = loaded[:limit]
     if not samples:
         raise UsageError(f"no samples in {data}")
+    # The data is identified by the content of every sample, not only the --limit ones, so a
+    # resume with another --limit (or from a moved folder) matches the run's saved data_hash.
+    run = await asyncio.to_thread(
+        run_config, agent, dataclasses.asdict(config), settings, data, loaded
+    )
     with RunStore(out, writer=True) as store:
-        store.save_config(run_config(agent, dataclasses.asdict(config), settings, data))
+        store.save_config(run)
         _note_foreign_results(store, samples, out)
         backend = make_backend(settings)
         try:

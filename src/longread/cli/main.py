@@ -26,6 +26,7 @@ from .options import (
     record_tokens_option,
     run_or_exit,
 )
+from .trace import trace_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -133,6 +134,7 @@ def _print_run(run: Run, as_json: bool) -> None:
 
 cli.add_command(eval_group, "eval")
 cli.add_command(data_group, "data")
+cli.add_command(trace_group, "trace")
 
 
 def main() -> None:

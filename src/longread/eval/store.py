@@ -13,10 +13,12 @@ report or a test read the store while a run is still writing to it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import platform
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -26,13 +28,24 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from .. import __version__
+from ..data.records import Sample
 from ..errors import UsageError
 from ..llm.factory import BackendSettings
+from ..llm.gguf import DEFAULT_QUANT, SMOLLM2_CONTEXT, bundled_gguf, converted_path
 
 DONE = "done"
 FAILED = "failed"
 # A resumed run must read the same data with the same agent, else its rows would mix two runs.
-RESUME_KEYS = ("agent", "agent_config", "data")
+# The data is compared by content, not by path, so a moved or cloned run folder still resumes.
+RESUME_KEYS = ("agent", "agent_config", "data_hash")
+# Paths in config.json (top-level key, or (section, key)), written relative to the run folder
+# when they are inside it, so the folder can be moved or copied with its data and model.
+PATH_KEYS: tuple[tuple[str, ...], ...] = (
+    ("data",),
+    ("backend", "model_path"),
+    ("backend", "source"),
+    ("backend", "tokenizer"),
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -157,16 +170,31 @@ class RunStore:
     def save_config(self, config: dict[str, Any]) -> None:
         """Write ``config.json``, or check a resumed run matches it.
 
-        A run folder that already holds a run with another agent, agent config or data is
-        refused (UsageError naming the key). A matching resume is noted in ``resumed``."""
-        config = json.loads(json.dumps(config))  # compare in JSON terms (tuples -> lists)
+        Paths inside the run folder are written relative to it (see ``PATH_KEYS``). A folder
+        that already holds a run with another agent, agent config or data content is refused
+        (a one-line UsageError naming what differs); a matching resume is noted in
+        ``resumed``. The data is compared by ``data_hash``, so the folder may have moved and
+        the data may sit elsewhere, under another name or in another file format.
+
+        Folders written before data hashes existed (no ``data_hash``; ``data`` an absolute
+        path) resume when the saved data path's file name matches the one given now: a
+        checkout moved or cloned elsewhere keeps its file names, and a name is all such a
+        folder records. The hash of the data given now is then adopted into ``config.json``
+        (and the resume noted with ``adopted_data_hash``), so later resumes compare content.
+        """
+        config = _relative_paths(json.loads(json.dumps(config)), self.run_dir)  # JSON terms
         if not self.config_path.exists():
             _write_json(self.config_path, config)
             return
         saved = self.load_config()
-        for key in RESUME_KEYS:
+        for key in ("agent", "agent_config"):
             _check_same(key, saved.get(key), config.get(key), self.run_dir)
-        resumed = {"started": config.get("started"), "backend": config.get("backend")}
+        # The last of RESUME_KEYS, by content, with the file-name rule for older folders.
+        adopted = _check_data(saved, config, self.run_dir)
+        resumed = {key: config.get(key) for key in ("started", "data", "backend")}
+        if adopted:
+            saved.update({key: config.get(key) for key in _DATA_IDENTITY})
+            resumed["adopted_data_hash"] = True
         saved["resumed"] = [*saved.get("resumed", []), resumed]
         _write_json(self.config_path, saved)
 
@@ -189,20 +217,126 @@ class RunStore:
 
 
 def run_config(
-    agent: str, agent_config: dict[str, Any], settings: BackendSettings, data: str | Path
+    agent: str,
+    agent_config: dict[str, Any],
+    settings: BackendSettings,
+    data: str | Path,
+    samples: Sequence[Sample] | None = None,
 ) -> dict[str, Any]:
-    """The resolved configuration saved with a run: enough to rebuild or resume it. The API
-    key is left out."""
-    backend = asdict(settings)
-    backend.pop("api_key", None)
-    return {
+    """The resolved configuration saved with a run: enough to rebuild or resume it.
+
+    ``samples`` are every sample read from ``data`` (before any ``--limit``, so a resume with
+    another limit still matches); their content is hashed into ``data_hash``, which is what a
+    resume compares. ``backend`` is what will actually run: the resolved backend name, for
+    llama.cpp the model file and quantisation it loads, for a server its URL and model; the
+    API key is never written. Paths are absolute here; ``RunStore.save_config`` makes those
+    inside the run folder relative to it."""
+    config: dict[str, Any] = {
         "agent": agent,
         "agent_config": agent_config,
-        "data": str(Path(data).resolve()),
-        "backend": backend,
-        "versions": _versions(),
-        "started": _now(),
+        "data": str(Path(data).expanduser().resolve()),
     }
+    if samples is not None:
+        config.update(data_identity(samples))
+    config.update({"backend": backend_record(settings), "versions": _versions(), "started": _now()})
+    return config
+
+
+# The keys of run_config that identify the data (data_identity's), kept together on adoption.
+_DATA_IDENTITY = ("data_hash", "sample_ids_hash", "samples")
+
+
+def data_identity(samples: Sequence[Sample]) -> dict[str, Any]:
+    """``data_hash``: sha256 over every sample's id, question, context and answers, in no
+    particular order (a folder read in another order, or the same samples in another file or
+    format, match; ``meta`` is left out since formats fill it differently). A changed sample
+    changes it. ``sample_ids_hash`` (the ids alone) and ``samples`` (the count) tell a refused
+    resume whether the samples changed or are other samples."""
+    digests = sorted(
+        hashlib.sha256(json.dumps([s.id, s.question, s.context, s.answers]).encode()).hexdigest()
+        for s in samples
+    )
+    ids = json.dumps(sorted(s.id for s in samples))
+    return {
+        "data_hash": "sha256:" + hashlib.sha256("\n".join(digests).encode()).hexdigest(),
+        "sample_ids_hash": "sha256:" + hashlib.sha256(ids.encode()).hexdigest(),
+        "samples": len(samples),
+    }
+
+
+def backend_record(settings: BackendSettings) -> dict[str, Any]:
+    """The backend ``make_backend(settings)`` builds, resolved ("auto" becomes the backend
+    chosen); no model is loaded or converted and the API key is left out."""
+    resolved = settings.resolved_backend()
+    record: dict[str, Any] = {"backend": resolved, "requested": settings.backend}
+    if resolved == "openai":
+        record.update(
+            base_url=_server_url(settings.base_url),
+            model=settings.model,  # None: the server's first model, discovered when run
+            context_window=settings.context_window,
+            timeout=settings.timeout,
+            max_retries=settings.max_retries,
+            extra_body=settings.extra_body,
+        )
+    else:
+        record.update(_model_record(settings.gguf, settings.quant))
+        record["n_ctx"] = settings.n_ctx or SMOLLM2_CONTEXT  # as make_backend defaults it
+    record["max_concurrency"] = settings.max_concurrency
+    record["tokenizer"] = _absolute(settings.tokenizer)
+    return record
+
+
+def _server_url(base_url: str | None) -> str | None:
+    """The server URL the OpenAI backend will use: the flag, else ``OPENAI_BASE_URL``."""
+    from ..llm.openai import _normalise_base_url  # httpx is only needed for a server run
+
+    url = base_url or os.environ.get("OPENAI_BASE_URL")
+    return _normalise_base_url(url) if url else None
+
+
+def _model_record(gguf: str | None, quant: str | None) -> dict[str, Any]:
+    """The model file llama.cpp will load, decided as ``gguf.resolve_model_file`` decides it
+    but without converting: ``quant=None`` is ``DEFAULT_QUANT`` for the bundled model and
+    "original" for a user's file. A model that cannot be found is recorded with the reason
+    (building the backend then fails with the same message) rather than failing here."""
+    quant = (quant or ("original" if gguf else DEFAULT_QUANT)).lower()
+    try:
+        source = Path(gguf).expanduser() if gguf else bundled_gguf()
+    except UsageError as exc:
+        return {"model_file": None, "model_path": None, "quant": quant, "model_error": str(exc)}
+    if not source.is_file():
+        error = f"GGUF file not found: {source}"
+        return {"model_file": None, "model_path": None, "quant": quant, "model_error": error}
+    path = source if quant == "original" else converted_path(source, quant)
+    return {
+        "model_file": path.name,
+        "model_path": str(path.resolve()),
+        "source": str(source.resolve()),
+        "quant": quant,
+    }
+
+
+def _absolute(path: str | None) -> str | None:
+    """An existing path made absolute; anything else (a hub name, None) as given."""
+    if path is None or not Path(path).expanduser().exists():
+        return path
+    return str(Path(path).expanduser().resolve())
+
+
+def _relative_paths(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """``config`` with the paths of ``PATH_KEYS`` that lie inside ``run_dir`` made relative to
+    it: they then still point at the right files after the folder is moved or copied."""
+    root = run_dir.resolve()
+    for *sections, key in PATH_KEYS:
+        holder: Any = config
+        for section in sections:
+            holder = holder.get(section) if isinstance(holder, dict) else None
+        value = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(value, str) and Path(value).is_absolute():
+            path = Path(value).resolve()
+            if path.is_relative_to(root):
+                holder[key] = path.relative_to(root).as_posix()
+    return config
 
 
 def _versions() -> dict[str, str]:
@@ -216,14 +350,53 @@ def _versions() -> dict[str, str]:
 def _check_same(key: str, saved: Any, new: Any, run_dir: Path) -> None:
     if saved == new:
         return
-    where = key
+    where, missing = key, False
     if isinstance(saved, dict) and isinstance(new, dict):
         sub = next(k for k in sorted(set(saved) | set(new)) if saved.get(k) != new.get(k))
-        where, saved, new = f"{key}.{sub}", saved.get(sub), new.get(sub)
+        where, missing, saved, new = f"{key}.{sub}", sub not in saved, saved.get(sub), new.get(sub)
+    if missing:
+        # A setting added since the folder was made (e.g. prompt_set): the old run used what
+        # the older longread did, which the new default need not reproduce.
+        raise UsageError(
+            f"{run_dir} was made by an older longread without {where} (now {new!r}), so its "
+            "results may not match this run; pass a new --out folder"
+        )
     raise UsageError(
         f"{run_dir} holds a run with a different {where} (saved {saved!r}, now {new!r}); "
         "resume with the same settings or pass a new --out folder"
     )
+
+
+def _check_data(saved: dict[str, Any], new: dict[str, Any], run_dir: Path) -> bool:
+    """Refuse a resume on other data; True when a folder without ``data_hash`` (written
+    before data hashes) is accepted by its data file name and should adopt ``new``'s hash."""
+    if saved.get("data_hash") and new.get("data_hash"):
+        if saved["data_hash"] != new["data_hash"]:
+            raise UsageError(
+                f"{run_dir} holds a run on different data ({_data_change(saved, new)}); "
+                "resume with the same data or pass a new --out folder"
+            )
+        return False
+    # No hash on one side: only the file name can be compared (see save_config).
+    saved_name, new_name = Path(str(saved.get("data"))).name, Path(str(new.get("data"))).name
+    if saved_name != new_name:
+        raise UsageError(
+            f"{run_dir} holds a run on different data (saved {saved.get('data')!r}, now "
+            f"{new.get('data')!r}; it predates data hashes, so only the file name can be "
+            "compared); resume with the same data or pass a new --out folder"
+        )
+    return bool(new.get("data_hash")) and not saved.get("data_hash")
+
+
+def _data_change(saved: dict[str, Any], new: dict[str, Any]) -> str:
+    """What differs between two data identities, in words."""
+    counts = (
+        f"saved {saved.get('samples')} samples from {saved.get('data')!r}, "
+        f"now {new.get('samples')} from {new.get('data')!r}"
+    )
+    if saved.get("sample_ids_hash") == new.get("sample_ids_hash"):
+        return f"the same sample ids with changed content: {counts}"
+    return f"other sample ids: {counts}"
 
 
 def _from_row(row: tuple[Any, ...]) -> SampleResult:

@@ -2,15 +2,23 @@
 
 llama.cpp calls block and a ``Llama`` object is not thread-safe, so calls run in a worker thread
 one at a time behind a lock: the event loop stays free for progress bars and other work.
+
+With ``SamplingParams.record_tokens`` a call also returns the prompt ids the model read, the ids
+it sampled and their logprobs (see ``_record_chat``); otherwise llama-cpp-python's own
+``create_chat_completion`` runs, untouched.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
 import os
+import random
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,34 +99,22 @@ class LlamaCppBackend:
             return await asyncio.to_thread(self._chat_blocking, list(messages), params)
 
     def _chat_blocking(self, messages: list[Message], params: SamplingParams) -> Completion:
-        llama = self.llama
+        llama = self.llama  # loaded before the clock starts: seconds time the call alone
         start = time.perf_counter()
         try:
-            response = llama.create_chat_completion(
-                messages=messages,
-                max_tokens=params.max_tokens,
-                temperature=params.temperature,
-                top_p=params.top_p,
-                seed=params.seed,
-                stop=list(params.stop) or None,
-            )
+            if params.record_tokens:
+                completion = _record_chat(llama, messages, params)
+            else:
+                completion = _plain_chat(llama, messages, params)
         except ValueError as exc:
             if "exceed context window" in str(exc):
                 raise BudgetError(
                     f"prompt does not fit the {self._n_ctx}-token window: {exc}"
                 ) from exc
             raise BackendError(f"llama.cpp failed: {exc}") from exc
-        seconds = time.perf_counter() - start
-        choice = response["choices"][0]
-        usage = response.get("usage") or {}
-        return Completion(
-            text=choice["message"].get("content") or "",
-            finish_reason=choice.get("finish_reason") or "stop",
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            completion_tokens=int(usage.get("completion_tokens", 0)),
-            seconds=seconds,
-            model=self.model_path.name,
-        )
+        completion.seconds = time.perf_counter() - start
+        completion.model = self.model_path.name
+        return completion
 
     async def aclose(self) -> None:
         if self._llama is not None:
@@ -130,3 +126,220 @@ class LlamaCppBackend:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _plain_chat(llama: Any, messages: list[Message], params: SamplingParams) -> Completion:
+    """llama-cpp-python's own chat completion: the path when no ids are recorded."""
+    response = llama.create_chat_completion(
+        messages=messages,
+        max_tokens=params.max_tokens,
+        temperature=params.temperature,
+        top_p=params.top_p,
+        seed=params.seed,
+        stop=list(params.stop) or None,
+    )
+    choice = response["choices"][0]
+    usage = response.get("usage") or {}
+    return Completion(
+        text=choice["message"].get("content") or "",
+        finish_reason=choice.get("finish_reason") or "stop",
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        completion_tokens=int(usage.get("completion_tokens", 0)),
+        seconds=0.0,  # timed by the caller
+    )
+
+
+# -- recording tokens ----------------------------------------------------------------------
+#
+# llama-cpp-python's chat completion returns text only, so with ``record_tokens`` we run its
+# pipeline ourselves, step for step: the formatter behind its chat handler renders the prompt,
+# which is tokenised as the handler tokenises it, and ``Llama.generate`` samples with the
+# settings ``create_chat_completion`` passes. The loop mirrors ``Llama._create_completion``
+# (end-of-generation, stop strings, its UTF-8 hold-back, the token cap) so that the text is the
+# one the plain path would give.
+
+# Sampler settings create_chat_completion passes with its own defaults (we never set them). Read
+# from its signature so they follow the installed llama-cpp-python: top_k=40, min_p=0.05, ...
+_CHAT_SAMPLER_KNOBS = (
+    "top_k",
+    "min_p",
+    "typical_p",
+    "repeat_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+    "tfs_z",
+    "mirostat_mode",
+    "mirostat_tau",
+    "mirostat_eta",
+)
+
+
+@dataclass
+class _Prompt:
+    ids: list[int]
+    stops: list[bytes]
+    stopping_criteria: Any  # the chat format's StoppingCriteriaList, or None
+
+
+@dataclass
+class _Sampled:
+    ids: list[int]
+    logprobs: list[float]
+    text: bytes
+    finish_reason: str
+
+
+def _record_chat(llama: Any, messages: list[Message], params: SamplingParams) -> Completion:
+    """A chat completion that also returns the prompt ids, the sampled ids and their logprobs.
+
+    Same prompt, sampler and stopping as ``create_chat_completion``. ``token_ids`` end with the
+    end-of-generation token when the model stopped on it (and ``completion_tokens`` counts it,
+    as vLLM does); a stop string trims the text but not the ids, which are what was sampled.
+    ``logprobs[i]`` is the log-softmax of the raw logits ``token_ids[i]`` was sampled from
+    (temperature 1, before top-k/top-p/min-p). Raises ``ValueError`` as llama-cpp-python does
+    when the prompt does not fit the window.
+    """
+    prompt = _render_prompt(llama, messages, params.stop)
+    max_tokens = _token_cap(llama, len(prompt.ids), params.max_tokens)
+    _seed_as_create_completion(llama, params.seed)
+    sampled = _sample(llama, prompt, params, max_tokens)
+    return Completion(
+        text=sampled.text.decode("utf-8", errors="ignore"),
+        finish_reason=sampled.finish_reason,
+        prompt_tokens=len(prompt.ids),
+        completion_tokens=len(sampled.ids),
+        seconds=0.0,
+        token_ids=sampled.ids,
+        logprobs=sampled.logprobs,
+        prompt_ids=prompt.ids,
+    )
+
+
+def _render_prompt(llama: Any, messages: list[Message], stop: tuple[str, ...]) -> _Prompt:
+    """The token ids ``create_chat_completion`` would feed the model, and its stop strings."""
+    result = _chat_formatter(llama)(
+        messages=messages, functions=None, function_call=None, tools=None, tool_choice=None
+    )
+    # Exactly as chat_formatter_to_chat_completion_handler tokenises: a template that writes
+    # its own BOS says so (added_special), and its special tokens are parsed as such.
+    ids = llama.tokenize(
+        result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True
+    )
+    format_stops = [result.stop] if isinstance(result.stop, str) else list(result.stop or [])
+    stops = [*stop, *format_stops]  # the handler appends the format's stops to the caller's
+    return _Prompt(list(ids), [s.encode("utf-8") for s in stops], result.stopping_criteria)
+
+
+def _chat_formatter(llama: Any) -> Any:
+    """The formatter behind the chat handler ``create_chat_completion`` picks for this model."""
+    from llama_cpp import llama_chat_format
+
+    handler = (
+        llama.chat_handler
+        or llama._chat_handlers.get(llama.chat_format)
+        or llama_chat_format.get_chat_completion_handler(llama.chat_format)
+    )
+    # Handlers made from a formatter (the GGUF's own template, the named formats) keep it in
+    # their closure; llama-cpp-python has no other way to render a prompt without generating.
+    formatter = None
+    if inspect.isfunction(handler):
+        formatter = inspect.getclosurevars(handler).nonlocals.get("chat_formatter")
+    if formatter is None:
+        raise BackendError(
+            f"cannot record tokens with this model's chat handler ({llama.chat_format or handler})"
+            ": it is not built from a chat template; run without --record-tokens"
+        )
+    return formatter
+
+
+def _token_cap(llama: Any, prompt_tokens: int, max_tokens: int) -> int:
+    """``max_tokens`` as ``_create_completion`` applies it: unlimited if <= 0, cut to the window."""
+    window = int(llama.n_ctx())
+    if prompt_tokens >= window:
+        # The plain path's own words, which the backend turns into a BudgetError.
+        raise ValueError(f"Requested tokens ({prompt_tokens}) exceed context window of {window}")
+    room = window - prompt_tokens
+    return room if max_tokens <= 0 else min(max_tokens, room)
+
+
+def _seed_as_create_completion(llama: Any, seed: int | None) -> None:
+    # create_completion reseeds on every call, from the given seed or else from the last one;
+    # doing the same keeps both paths on the same random stream.
+    if seed is not None:
+        llama.set_seed(seed)
+    else:
+        llama.set_seed(random.Random(llama._seed).randint(0, 2**32))
+
+
+@functools.cache
+def _chat_sampler_defaults() -> dict[str, Any]:
+    from llama_cpp import Llama
+
+    parameters = inspect.signature(Llama.create_chat_completion).parameters
+    return {name: parameters[name].default for name in _CHAT_SAMPLER_KNOBS}
+
+
+def _sample(llama: Any, prompt: _Prompt, params: SamplingParams, max_tokens: int) -> _Sampled:
+    """Generate like ``_create_completion``'s loop, keeping every sampled id and its logprob."""
+    import llama_cpp
+
+    vocab = llama_cpp.llama_model_get_vocab(llama.model)
+    ids: list[int] = []
+    logprobs: list[float] = []
+    held = 0
+    tokens = llama.generate(
+        prompt.ids,
+        temp=params.temperature,
+        top_p=params.top_p,
+        stopping_criteria=prompt.stopping_criteria,
+        **_chat_sampler_defaults(),
+    )
+    for token in tokens:
+        # generate() evaluates a token only when resumed, so the context still holds the
+        # logits this one was sampled from.
+        logprobs.append(_sampled_logprob(llama, token))
+        ids.append(token)
+        if llama_cpp.llama_vocab_is_eog(vocab, token):
+            return _Sampled(ids, logprobs, llama.detokenize(ids[:-1], prompt.ids), "stop")
+        text = llama.detokenize(ids, prompt.ids)
+        held = _utf8_hold(text, held)
+        if held > 0:  # a character is still incomplete: no stop check, no cap check yet
+            held -= 1
+            continue
+        cut = _stop_position(text, prompt.stops)
+        if cut is not None:
+            return _Sampled(ids, logprobs, text[:cut], "stop")
+        if len(ids) >= max_tokens:
+            return _Sampled(ids, logprobs, text, "length")
+    # generate() only runs dry when the chat format's stopping criterion fired.
+    return _Sampled(ids, logprobs, llama.detokenize(ids, prompt.ids), "stop")
+
+
+def _sampled_logprob(llama: Any, token: int) -> float:
+    """log p(token) under the raw logits of the last evaluated position (log-softmax)."""
+    import llama_cpp
+    import numpy as np
+
+    # The row llama_sampler_sample reads (index -1); the sampler copies it before top-k &c.
+    row = llama_cpp.llama_get_logits_ith(llama.ctx, -1)
+    logits = np.ctypeslib.as_array(row, shape=(llama.n_vocab(),)).astype(np.float64)
+    top = logits.max()
+    return float(logits[token] - top - np.log(np.exp(logits - top).sum()))
+
+
+def _utf8_hold(text: bytes, held: int) -> int:
+    """``_create_completion``'s count of tokens to wait for an incomplete UTF-8 character.
+
+    Copied as is (quirks included) so stop strings and the cap are checked at the same tokens.
+    """
+    for i, byte in enumerate(text[-3:]):
+        back = 3 - i
+        for length, lead in ((2, 192), (3, 224), (4, 240)):
+            if length > back and lead & byte == lead:
+                held = length - back
+    return held
+
+
+def _stop_position(text: bytes, stops: list[bytes]) -> int | None:
+    """Where the text is cut: at the first listed stop string it contains (not the earliest)."""
+    return next((text.index(stop) for stop in stops if stop in text), None)

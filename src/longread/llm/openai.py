@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import logging
 import os
 import time
 from collections.abc import Sequence
@@ -31,6 +32,8 @@ from ..errors import BackendError, UsageError
 from .base import Completion, Message, SamplingParams, check_prompt_truncation
 
 __all__ = ["OpenAIBackend", "check_prompt_truncation"]
+
+log = logging.getLogger(__name__)
 
 # A server asking us to wait longer than this is treated as asking for this long: a run of
 # thousands of calls should slow down, not stall for an hour on one header.
@@ -99,6 +102,7 @@ class OpenAIBackend:
         self._semaphore = asyncio.Semaphore(max_concurrency)
         self._discover_lock = asyncio.Lock()
         self._discovered = False
+        self._warned_no_prompt_ids = False
 
     # -- the LLMBackend protocol ---------------------------------------------------------
 
@@ -118,7 +122,12 @@ class OpenAIBackend:
         )
         if response.status_code != 200:
             raise await self._status_error(url, response)
-        return _parse_completion(url, response, seconds, self.model)
+        completion = _parse_completion(
+            url, response, seconds, self.model, record_tokens=params.record_tokens
+        )
+        if params.record_tokens and completion.prompt_ids is None:
+            self._warn_no_prompt_ids(url)
+        return completion
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool."""
@@ -134,6 +143,16 @@ class OpenAIBackend:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    def _warn_no_prompt_ids(self, url: str) -> None:
+        # Once per backend: a run makes thousands of calls and the answer will not change.
+        if not self._warned_no_prompt_ids:
+            self._warned_no_prompt_ids = True
+            log.warning(
+                "%s returns completion token ids but no prompt_token_ids: the step records will "
+                "hold sampled ids without the prompt ids (vLLM >= 0.10.2 returns both)",
+                url,
+            )
 
     # -- model discovery -----------------------------------------------------------------
 
@@ -281,11 +300,18 @@ def _request_body(
     if params.stop:
         body["stop"] = list(params.stop)
     if params.record_tokens:
+        # logprobs: the sampled ids' logprobs (vLLM: raw distribution, before top-p/top-k).
+        # return_token_ids (vLLM >= 0.10.2): the prompt ids after the chat template and the
+        # sampled ids; other servers ignore or reject it, and cannot record tokens anyway.
         body["logprobs"] = True
+        body["return_token_ids"] = True
     return body
 
 
-def _parse_completion(url: str, response: httpx.Response, seconds: float, model: str) -> Completion:
+def _parse_completion(
+    url: str, response: httpx.Response, seconds: float, model: str, *, record_tokens: bool = False
+) -> Completion:
+    """The ``Completion`` in a 200 answer; with ``record_tokens`` its ids must be there."""
     try:
         data = response.json()
         choice = data["choices"][0]
@@ -294,17 +320,51 @@ def _parse_completion(url: str, response: httpx.Response, seconds: float, model:
             f"{url} answered 200 but not with a chat completion: {_one_line(response.text)}"
         ) from None
     usage = data.get("usage") or {}
-    logprobs, token_ids = _parse_logprobs(choice.get("logprobs"))
-    return Completion(
+    completion = Completion(
         text=(choice.get("message") or {}).get("content") or "",
         finish_reason=choice.get("finish_reason") or "unknown",
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
         seconds=seconds,
-        token_ids=token_ids,
-        logprobs=logprobs,
         model=data.get("model") or model,
     )
+    if record_tokens:
+        _attach_tokens(completion, url, data, choice)
+    return completion
+
+
+def _attach_tokens(
+    completion: Completion, url: str, data: dict[str, Any], choice: dict[str, Any]
+) -> None:
+    """Fill in the token record from vLLM's fields; raise when the sampled ids are missing.
+
+    Training needs the exact sampled ids, so a server that does not return them fails the
+    run here rather than leave steps that cannot be trained on.
+    """
+    logprobs, spelled_ids = _parse_logprobs(choice.get("logprobs"))
+    token_ids = _int_list(choice.get("token_ids"))  # vLLM >= 0.10.2, with return_token_ids
+    if token_ids is None:
+        token_ids = spelled_ids  # older vLLM with --return-tokens-as-token-ids
+    if token_ids is None:
+        raise BackendError(
+            f"{url} cannot record tokens: its reply has no completion token ids (vLLM "
+            "provides them); run without --record-tokens"
+        )
+    if logprobs is not None and len(logprobs) != len(token_ids):
+        raise BackendError(
+            f"{url} returned {len(token_ids)} token ids but {len(logprobs)} logprobs: "
+            "cannot tell which logprob belongs to which id"
+        )
+    completion.token_ids = token_ids
+    completion.logprobs = logprobs
+    completion.prompt_ids = _int_list(data.get("prompt_token_ids"))
+
+
+def _int_list(value: Any) -> list[int] | None:
+    """``value`` as a list of ids if it is a list of integers, else None."""
+    if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
+        return None
+    return [int(v) for v in value]
 
 
 def _parse_logprobs(block: Any) -> tuple[list[float] | None, list[int] | None]:

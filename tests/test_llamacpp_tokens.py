@@ -1,0 +1,175 @@
+"""Token recording on the real embedded model (llama.cpp + SmolLM2-135M).
+
+Every check here is made against something the recording code does not compute: llama.cpp's
+own tokenizer on an independently rendered template, the ids the plain chat path fed the
+model, and a second model instance that scores prompt + completion in one forward pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from longread.errors import BudgetError
+from longread.llm.base import Completion, Message, SamplingParams
+from longread.llm.llamacpp import LlamaCppBackend
+
+pytestmark = pytest.mark.model
+llama_cpp = pytest.importorskip("llama_cpp", reason="the embedded model needs longread[local]")
+
+# A question SmolLM2-135M answers in a few tokens and then ends on <|im_end|>.
+MESSAGES: list[Message] = [
+    {"role": "user", "content": "What is the capital of France? Answer with one word."}
+]
+# An open request, so that sampling has real choices to make.
+OPEN_MESSAGES: list[Message] = [{"role": "user", "content": "Write one sentence about the sea."}]
+MAX_TOKENS = 24
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[LlamaCppBackend]:
+    backend = LlamaCppBackend()
+    yield backend
+    asyncio.run(backend.aclose())
+
+
+def chat(backend: LlamaCppBackend, messages: list[Message] = MESSAGES, **params: Any) -> Completion:
+    params.setdefault("max_tokens", MAX_TOKENS)
+    return asyncio.run(backend.chat(messages, SamplingParams(**params)))
+
+
+@pytest.fixture(scope="module")
+def recorded(backend: LlamaCppBackend) -> Completion:
+    """Greedy, with token recording."""
+    return chat(backend, record_tokens=True)
+
+
+@pytest.fixture(scope="module")
+def plain(backend: LlamaCppBackend, recorded: Completion) -> tuple[Completion, list[int]]:
+    """Greedy through create_chat_completion, and the ids that call evaluated."""
+    completion = chat(backend)
+    return completion, [int(i) for i in backend.llama.input_ids[: backend.llama.n_tokens]]
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+@pytest.fixture(scope="module")
+def reference_logprobs(backend: LlamaCppBackend, recorded: Completion) -> np.ndarray:
+    """Log-softmax of the logits at every completion position, from a separate model instance
+    that reads prompt + completion in one pass (logits_all) and samples nothing."""
+    assert recorded.prompt_ids is not None and recorded.token_ids is not None
+    checker = llama_cpp.Llama(
+        model_path=str(backend.model_path), n_ctx=512, logits_all=True, verbose=False
+    )
+    try:
+        ids = recorded.prompt_ids + recorded.token_ids
+        checker.eval(ids[:-1])  # the last sampled id is never read by the model
+        first = len(recorded.prompt_ids) - 1  # the logits row that predicts completion id 0
+        return log_softmax(np.asarray(checker.scores[first : len(ids) - 1]))
+    finally:
+        checker.close()
+
+
+def test_completion_ids_end_with_eos_and_detokenise_to_the_reply(
+    backend: LlamaCppBackend, recorded: Completion
+) -> None:
+    llama = backend.llama
+    assert recorded.token_ids is not None
+    assert recorded.finish_reason == "stop"
+    assert recorded.token_ids[-1] == llama.token_eos()  # kept so a trainer learns to stop
+    assert llama.token_eos() not in recorded.token_ids[:-1]
+    text = llama.detokenize(recorded.token_ids[:-1]).decode("utf-8")
+    assert text == recorded.text
+    assert "Paris" in text
+    assert recorded.completion_tokens == len(recorded.token_ids)
+
+
+def test_prompt_ids_are_the_rendered_chat_template(
+    backend: LlamaCppBackend, recorded: Completion, plain: tuple[Completion, list[int]]
+) -> None:
+    llama = backend.llama
+    # The GGUF's template rendered here, not through the backend's formatter lookup.
+    formatter = llama_cpp.llama_chat_format.Jinja2ChatFormatter(
+        template=llama.metadata["tokenizer.chat_template"],
+        eos_token=llama._model.token_get_text(llama.token_eos()),
+        bos_token=llama._model.token_get_text(llama.token_bos()),
+    )
+    rendered = formatter(messages=MESSAGES).prompt
+    assert rendered.endswith("<|im_start|>assistant\n")
+    expected = llama.tokenize(rendered.encode("utf-8"), add_bos=False, special=True)
+    assert recorded.prompt_ids == expected
+    assert recorded.prompt_tokens == len(expected)
+    # And exactly what create_chat_completion fed the model for the same messages.
+    plain_completion, plain_ids = plain
+    assert plain_completion.prompt_tokens == len(expected)
+    assert plain_ids[: len(expected)] == expected
+
+
+def test_logprobs_are_the_raw_distribution_the_ids_were_sampled_from(
+    recorded: Completion, reference_logprobs: np.ndarray
+) -> None:
+    assert recorded.token_ids is not None and recorded.logprobs is not None
+    ids = np.array(recorded.token_ids)
+    logprobs = np.array(recorded.logprobs)
+    assert len(logprobs) == len(ids) == len(reference_logprobs)
+    assert (logprobs <= 0).all()
+    # Greedy: each sampled id is the argmax of the raw distribution at its position...
+    assert (reference_logprobs.argmax(axis=1) == ids).all()
+    # ...and its logprob is that distribution's value (temperature 1, nothing truncated).
+    expected = reference_logprobs[np.arange(len(ids)), ids]
+    np.testing.assert_allclose(logprobs, expected, atol=1e-2)
+    # A truncated/renormalised distribution would put the top id near log(1) = 0 everywhere.
+    assert min(logprobs) < math.log(0.9)
+
+
+def test_greedy_text_is_the_same_with_and_without_recording(
+    recorded: Completion, plain: tuple[Completion, list[int]]
+) -> None:
+    plain_completion, _ = plain
+    assert plain_completion.token_ids is None  # the plain path records nothing
+    assert recorded.text == plain_completion.text
+    assert recorded.finish_reason == plain_completion.finish_reason
+    # The plain path does not count the end-of-sequence id; the record does, as vLLM does.
+    assert recorded.completion_tokens == plain_completion.completion_tokens + 1
+
+
+def test_seeded_sampling_is_the_same_with_and_without_recording(
+    backend: LlamaCppBackend,
+) -> None:
+    # Same seed, temperature and create_chat_completion's top_k/min_p/...: same draws.
+    params: dict[str, Any] = {"temperature": 1.0, "top_p": 0.9, "seed": 11, "max_tokens": 12}
+    with_ids = chat(backend, OPEN_MESSAGES, record_tokens=True, **params)
+    without = chat(backend, OPEN_MESSAGES, **params)
+    assert with_ids.text == without.text
+    assert with_ids.finish_reason == without.finish_reason
+
+
+def test_stop_string_trims_the_text_and_token_cap_says_length(
+    backend: LlamaCppBackend, plain: tuple[Completion, list[int]]
+) -> None:
+    greedy_text = plain[0].text
+    stopped = chat(backend, record_tokens=True, stop=("Paris",))
+    assert stopped.finish_reason == "stop"
+    assert stopped.text == greedy_text[: greedy_text.index("Paris")]
+    assert stopped.token_ids is not None and stopped.logprobs is not None
+    assert len(stopped.token_ids) == len(stopped.logprobs)
+
+    capped = chat(backend, record_tokens=True, max_tokens=3)
+    assert capped.finish_reason == "length"
+    assert capped.token_ids is not None and len(capped.token_ids) == 3
+    assert capped.completion_tokens == 3
+
+
+def test_prompt_over_the_window_is_a_budget_error(backend: LlamaCppBackend) -> None:
+    # Refused after tokenising, before any evaluation, like the plain path.
+    too_long: list[Message] = [{"role": "user", "content": "word " * backend.context_window}]
+    with pytest.raises(BudgetError, match="does not fit"):
+        chat(backend, too_long, record_tokens=True)
