@@ -4,11 +4,11 @@ import json
 
 import pytest
 
+from longread.agents.answer import extract_all_boxed
 from longread.eval.scoring import (
     SCORERS,
     Score,
     exact_match,
-    extract_all_boxed,
     f1,
     normalize_answer,
     score_answer,

@@ -43,6 +43,12 @@ def extract_boxed(text: str) -> str | None:
 
 def _balanced(text: str, begin: int) -> str | None:
     """Text from ``begin`` up to the brace closing the one just before it, or None."""
+    end = _box_content_end(text, begin)
+    return None if end is None else text[begin:end]
+
+
+def _box_content_end(text: str, begin: int) -> int | None:
+    """Index of the brace closing the one just before ``begin``, or None if it never closes."""
     depth = 1
     for i in range(begin, len(text)):
         if text[i] == "{":
@@ -50,8 +56,34 @@ def _balanced(text: str, begin: int) -> str | None:
         elif text[i] == "}":
             depth -= 1
             if depth == 0:
-                return text[begin:i]
+                return i
     return None
+
+
+def _next_box(text: str, pos: int) -> int | None:
+    """Where the content of the first box opened at or after ``pos`` begins, or None."""
+    starts = [i + len(o) for o in _BOX_OPENERS if (i := text.find(o, pos)) != -1]
+    return min(starts, default=None)
+
+
+def extract_all_boxed(text: str) -> list[str]:
+    """Contents of every ``\\boxed{...}`` (or ``\\fbox{...}``) in order, stripped, with
+    balanced braces (``\\boxed{\\frac{1}{2}}`` gives ``\\frac{1}{2}``).
+
+    Same reading as ``extract_boxed``, whose answer is the last item: an unclosed box is
+    skipped, since its content may be cut mid-answer, though closed boxes inside it count; a box
+    that holds boxes gives the inner ones, not itself.
+    """
+    boxes: list[str] = []
+    pos = 0
+    while (begin := _next_box(text, pos)) is not None:
+        end = _box_content_end(text, begin)
+        if end is None or any(o in text[begin:end] for o in _BOX_OPENERS):
+            pos = begin  # unclosed, or a box of boxes: its closed inner boxes are the answers
+            continue
+        boxes.append(text[begin:end].strip())
+        pos = end + 1
+    return boxes
 
 
 def read_answer(step: Step) -> Step:

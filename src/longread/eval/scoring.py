@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from ..agents.answer import extract_boxed, strip_think
+from ..agents.answer import extract_all_boxed, extract_boxed, strip_think
 
 # ``[^\w\s]`` is every ASCII punctuation mark SQuAD strips plus the Unicode ones (curly quotes,
 # dashes) that models often emit; ``_`` counts as \w, but SQuAD strips it, so it is listed too.
@@ -29,7 +29,6 @@ _LATEX_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox)\{(
 # HotpotQA's rule: these answers are class labels, so partial credit makes no sense.
 _CLOSED_ANSWERS = frozenset({"yes", "no", "noanswer"})
 # The box openers agents/answer.py's extract_boxed reads, so both see the same boxes.
-_BOX_OPENERS = ("\\boxed{", "\\fbox{")
 # How a model lists several values in one answer: "a, b; c" or one per line.
 _LIST_SEPARATORS = re.compile(r"[,;\n]")
 # The "and" of a list's last item ("a, b, and c"), which is not part of the value.
@@ -205,45 +204,6 @@ def strip_latex_text(answer: str) -> str:
         if unwrapped == answer:
             return answer.strip()
         answer = unwrapped
-
-
-def _box_content_end(text: str, begin: int) -> int | None:
-    """Index of the brace closing the one just before ``begin``, or None if it never closes."""
-    depth = 1
-    for i in range(begin, len(text)):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-    return None
-
-
-def _next_box(text: str, pos: int) -> int | None:
-    """Where the content of the first box opened at or after ``pos`` begins, or None."""
-    starts = [i + len(o) for o in _BOX_OPENERS if (i := text.find(o, pos)) != -1]
-    return min(starts, default=None)
-
-
-def extract_all_boxed(text: str) -> list[str]:
-    """Contents of every ``\\boxed{...}`` (or ``\\fbox{...}``) in order, stripped, with
-    balanced braces (``\\boxed{\\frac{1}{2}}`` gives ``\\frac{1}{2}``).
-
-    Same reading as ``extract_boxed``, whose answer is the last item: an unclosed box is
-    skipped, since its content may be cut mid-answer, though closed boxes inside it count; a box
-    that holds boxes gives the inner ones, not itself.
-    """
-    boxes: list[str] = []
-    pos = 0
-    while (begin := _next_box(text, pos)) is not None:
-        end = _box_content_end(text, begin)
-        if end is None or any(o in text[begin:end] for o in _BOX_OPENERS):
-            pos = begin  # unclosed, or a box of boxes: its closed inner boxes are the answers
-            continue
-        boxes.append(text[begin:end].strip())
-        pos = end + 1
-    return boxes
 
 
 def extract_prediction(final_reply: str | None) -> tuple[str | None, bool]:
