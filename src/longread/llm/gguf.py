@@ -11,6 +11,7 @@ import ctypes
 import importlib.resources
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
@@ -78,8 +79,18 @@ def convert(source: Path, quant: str) -> Path:
     return target
 
 
-def resolve_model_file(gguf: str | Path | None, quant: str | None) -> Path:
-    """The file to load.
+@dataclass(frozen=True)
+class ModelChoice:
+    """The GGUF a backend will load: its source file, the quantisation, and the file loaded
+    (the source itself for "original", else its converted copy in the cache)."""
+
+    source: Path
+    quant: str
+    path: Path
+
+
+def plan_model_file(gguf: str | Path | None, quant: str | None) -> ModelChoice:
+    """Which file ``resolve_model_file`` will load, without converting anything.
 
     ``quant=None`` means: the bundled model converted to ``DEFAULT_QUANT``, or a user's own file as
     given. ``quant="original"`` loads the source as it is; any other name converts it once.
@@ -87,7 +98,13 @@ def resolve_model_file(gguf: str | Path | None, quant: str | None) -> Path:
     source = Path(gguf).expanduser() if gguf else bundled_gguf()
     if not source.is_file():
         raise UsageError(f"GGUF file not found: {source}")
-    if quant is None:
-        quant = "original" if gguf else DEFAULT_QUANT
-    quant = quant.lower()
-    return source if quant == "original" else convert(source, quant)
+    quant = (quant or ("original" if gguf else DEFAULT_QUANT)).lower()
+    return ModelChoice(
+        source, quant, source if quant == "original" else converted_path(source, quant)
+    )
+
+
+def resolve_model_file(gguf: str | Path | None, quant: str | None) -> Path:
+    """The file to load (see ``plan_model_file``), converted into the cache once if needed."""
+    choice = plan_model_file(gguf, quant)
+    return choice.path if choice.quant == "original" else convert(choice.source, choice.quant)

@@ -88,7 +88,7 @@ class OpenAIBackend:
             raise UsageError("no server URL: pass --base-url or set OPENAI_BASE_URL")
         if max_retries < 0 or max_concurrency < 1:
             raise UsageError("max_retries must be >= 0 and max_concurrency >= 1")
-        self.base_url = _normalise_base_url(url)
+        self.base_url = normalise_base_url(url)
         self.model = model
         self.timeout = timeout
         self.max_retries = max_retries
@@ -275,7 +275,7 @@ class OpenAIBackend:
 # -- pure helpers --------------------------------------------------------------------------
 
 
-def _normalise_base_url(url: str) -> str:
+def normalise_base_url(url: str) -> str:
     """``host:8000``, ``http://host:8000/``, ``http://host:8000/v1/`` all become ``.../v1``."""
     url = url.strip().rstrip("/")
     if "://" not in url:
