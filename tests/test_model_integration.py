@@ -75,6 +75,30 @@ def test_embedded_model_finds_the_needle(needle_file: Path, tmp_path: Path) -> N
     assert out["completion_tokens"] > 0
 
 
+def test_ask_records_the_tokens_the_model_read_and_sampled(needle_file, tmp_path) -> None:
+    """With --record-tokens every step holds the prompt ids the model read, the ids it sampled
+    and one logprob each; checked against the model's own vocabulary, not the recording code."""
+    from longread.llm.gguf import resolve_model_file
+    from longread.text import LlamaCppTokenizer
+
+    trace_path = tmp_path / "trace.json"
+    out = ask_json(needle_file, "--record-tokens", trace=trace_path)
+    assert NUMBER in out["answer"]  # recording changes nothing the user sees
+    trace = json.loads(trace_path.read_text())
+    vocab = LlamaCppTokenizer.from_gguf(resolve_model_file(None, None))
+    eos = vocab._llama.token_eos()
+    for step in trace["steps"]:
+        assert step["schema"] == 2 and step["run_id"] == trace["run_id"]
+        tokens = step["tokens"]
+        sampled = tokens["completion_ids"]
+        assert len(sampled) == len(tokens["logprobs"]) == step["completion_tokens"] > 0
+        assert all(lp <= 0.0 for lp in tokens["logprobs"])
+        text_ids = sampled[:-1] if sampled[-1] == eos else sampled
+        assert vocab.decode(text_ids) == step["reply"]
+        assert len(tokens["prompt_ids"]) == step["prompt_tokens"]
+        assert step["messages"][0]["content"] in vocab.decode(tokens["prompt_ids"])
+
+
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama-cpp-python's own OpenAI-compatible server, serving the same GGUF file."""

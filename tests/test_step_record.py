@@ -175,3 +175,19 @@ def test_trace_migrate_refuses_a_file_that_is_not_a_trace(tmp_path):
     path.write_text("[1, 2]")
     result = CliRunner().invoke(cli, ["trace", "migrate", str(path)])
     assert result.exit_code == 2 and "not a longread trace" in result.output
+
+
+async def test_eval_traces_name_their_sample_in_every_step(tmp_path):
+    from longread.eval.runner import run_eval
+
+    from .eval_helpers import AnswerBackend, factory, open_store, question, sample
+
+    samples = [sample("a1", ["x"]), sample("a2", ["y"])]
+    backend = AnswerBackend({question("a1"): "\\boxed{x}", question("a2"): "\\boxed{y}"})
+    with open_store(tmp_path / "run") as store:
+        await run_eval(samples, factory(backend, "memagent"), store, 1, progress=False)
+        rows = {r.sample_id: r for r in store.results()}
+    for sample_id in ("a1", "a2"):
+        run = Run.load(tmp_path / "run" / rows[sample_id].trace)
+        assert run.sample_id == sample_id and run.schema == SCHEMA_VERSION
+        assert {(s.sample_id, s.run_id) for s in run.steps} == {(sample_id, run.run_id)}
