@@ -18,7 +18,13 @@ import pytest
 
 from longread.cli import cli
 
-from .fake_openai_server import FakeOpenAIServer, Reply, completion_body, error_body
+from .fake_openai_server import (
+    FakeOpenAIServer,
+    Reply,
+    completion_body,
+    error_body,
+    models_body,
+)
 
 CHAT = "/v1/chat/completions"
 
@@ -356,3 +362,24 @@ def test_a_committed_run_folder_from_before_prompt_sets_is_refused(server, tmp_p
         "(now 'paper'), so its results may not match this run; pass a new --out folder\n"
     )
     assert server.requests_to(CHAT) == []
+
+
+def test_config_records_the_model_and_window_the_server_reported(server, tmp_path):
+    server.always("/v1/models", Reply(body=models_body("served-model", max_model_len=4096)))
+    data, out = write_data(tmp_path / "data.jsonl", 1), tmp_path / "run"
+    args = ["run", "--data", str(data), "--out", str(out), "--base-url", f"{server.url}/v1"]
+    run_ok(eval_command(*args, "--agent", "full", "--retries", "0", "--no-progress"))
+    backend = json.loads((out / "config.json").read_text())["backend"]
+    assert (backend["model"], backend["context_window"]) == ("served-model", 4096)
+
+
+def test_record_tokens_is_saved_and_a_resume_must_match_it(server, tmp_path):
+    data, out = write_data(tmp_path / "data.jsonl", 2), tmp_path / "run"
+    run_ok(run_args(server, data, out, "--agent", "full", "--limit", "1", "--no-progress"))
+    assert json.loads((out / "config.json").read_text())["record_tokens"] is False
+    mixed = subprocess.run(
+        run_args(server, data, out, "--agent", "full", "--record-tokens", "--no-progress"),
+        capture_output=True,
+        text=True,
+    )
+    assert mixed.returncode == 2 and "record_tokens" in mixed.stderr

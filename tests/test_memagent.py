@@ -205,3 +205,5 @@ def test_no_bundled_prompt_shows_an_example_answer():
     assert len(texts) >= 13
     for text in texts:
         assert not re.search(r"\\boxed\{[^}]", text), text  # only the empty \boxed{} format
+        # No worked example with made-up facts either: formats are shown with placeholders.
+        assert "example" not in text.lower() and "Turin" not in text, text

@@ -217,3 +217,9 @@ async def test_an_empty_integration_keeps_the_root_memory():
     integrate = next(s for s in run.steps if s.kind == "integrate")
     assert integrate.memory == "root memory" and MEMORY_KEPT in integrate.flags
     assert "root memory" in run.steps[-1].messages[0]["content"]
+
+
+def test_a_decision_cut_inside_its_tag_keeps_the_question_without_the_tag():
+    decision = parse_decision("<subquestion>Which city holds the vault?", [])
+    assert decision.sub_question == "Which city holds the vault?"
+    assert FORMAT_ERROR in decision.flags

@@ -2,7 +2,7 @@
 
 import io
 
-from longread.progress import RunProgress
+from longread.cli.progress import RunProgress
 from longread.trace import Step
 
 

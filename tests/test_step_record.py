@@ -191,3 +191,11 @@ async def test_eval_traces_name_their_sample_in_every_step(tmp_path):
         run = Run.load(tmp_path / "run" / rows[sample_id].trace)
         assert run.sample_id == sample_id and run.schema == SCHEMA_VERSION
         assert {(s.sample_id, s.run_id) for s in run.steps} == {(sample_id, run.run_id)}
+
+
+def test_an_agent_given_another_agents_config_is_refused():
+    from longread.agents import RAGConfig
+    from longread.errors import UsageError
+
+    with pytest.raises(UsageError, match="memagent takes a MemAgentConfig, not a RAGConfig"):
+        make_agent("memagent", ScriptedBackend([]), WordTokenizer(), RAGConfig())

@@ -21,7 +21,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, get_args
 
 from .llm.base import Completion, Message
 
@@ -320,10 +320,3 @@ def migrate_trace_file(path: str | Path) -> bool:
         return False
     write_json(Path(path), Run.from_dict(data).to_dict())
     return True
-
-
-def step_kind(value: str) -> StepKind:
-    """``value`` as a StepKind, or ValueError."""
-    if value not in STEP_KINDS:
-        raise ValueError(f"unknown step kind {value!r}")
-    return cast(StepKind, value)

@@ -65,7 +65,9 @@ def parse_decision(reply: str, asked: list[str]) -> Decision:
         return _unless_repeated(found[-1], asked, ())
     if _STOP.search(text):
         return Decision(None)
-    lines = [line.strip() for line in text.splitlines() if line.strip().endswith("?")]
+    # A reply cut inside an unclosed tag may still hold a question; the tag is not part of it.
+    bare = re.sub(r"</?\s*subquestion\s*>", " ", text, flags=re.IGNORECASE)
+    lines = [line.strip() for line in bare.splitlines() if line.strip().endswith("?")]
     if lines:
         return _unless_repeated(lines[-1], asked, (FORMAT_ERROR,))
     return Decision(None, (FORMAT_ERROR,))

@@ -15,11 +15,14 @@ from __future__ import annotations
 import importlib.resources
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:  # importlib.resources.abc is Python 3.11+
+    from importlib.abc import Traversable
 
 DEFAULT_PROMPT_SET = "paper"
 PROMPT_SETS = ("paper", "notes")
@@ -27,8 +30,8 @@ PROMPT_SETS = ("paper", "notes")
 
 @dataclass(frozen=True)
 class Prompts:
-    """Where an agent's prompts come from: a bundled set, and optionally a user's folder whose
-    files (same names as the bundled ones) replace the set's."""
+    """Where an agent's prompts come from: a bundled set, or a user's folder that holds every
+    prompt the agent uses (same names as the bundled ones; a missing file is a UsageError)."""
 
     prompt_set: str = DEFAULT_PROMPT_SET
     directory: str | None = None
@@ -42,8 +45,9 @@ class Prompts:
 def load_prompt(
     name: str, directory: str | None = None, prompt_set: str = DEFAULT_PROMPT_SET
 ) -> Template:
-    """Template ``name`` (without ``.txt``) from ``directory``, else from the bundled
-    ``prompt_set``, else from the default set."""
+    """Template ``name`` (without ``.txt``): from ``directory`` when one is given, else from the
+    bundled ``prompt_set``, falling back to the default set for prompts the set does not
+    change."""
     if directory:
         path = Path(directory) / f"{name}.txt"
         if not path.is_file():

@@ -64,6 +64,10 @@ def make_agent(
     ``record_tokens`` keeps prompt ids, sampled ids and logprobs in every step (training)."""
     spec = agent_spec(name)
     config = config or spec.config()
+    if not isinstance(config, spec.config):
+        raise UsageError(
+            f"agent {name} takes a {spec.config.__name__}, not a {type(config).__name__}"
+        )
     return spec.agent(backend, tokenizer, config, progress=progress, record_tokens=record_tokens)
 
 

@@ -14,10 +14,11 @@ from ..data.records import Sample
 from ..data.ruler import RULER_TASKS, build_ruler
 from ..text.tokenizer import Tokenizer
 from .closed_book import closed_book
+from .errors import LongreadGroup
 from .options import hotpotqa_input_option, run_or_exit
 
 
-@click.group(name="data")
+@click.group(name="data", cls=LongreadGroup)
 def data_group() -> None:
     """Build evaluation sets (RULER-HQA, RULER) as canonical JSONL files."""
 

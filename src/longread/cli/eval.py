@@ -5,18 +5,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 from ..agents.registry import AGENTS, make_agent, make_config
+from ..data.loaders import data_files, load_data_path
 from ..data.records import Sample
-from ..errors import LongreadError, UsageError
+from ..errors import UsageError
 from ..eval.report import load_runs, markdown_report, plot_accuracy, run_time_report, run_times
 from ..eval.runner import Summary
 from ..llm.factory import BackendSettings
+from .errors import LongreadGroup
 from .options import (
     agent_options,
     backend_options,
@@ -26,7 +27,7 @@ from .options import (
 )
 
 
-@click.group(name="eval")
+@click.group(name="eval", cls=LongreadGroup)
 def eval_group() -> None:
     """Evaluate agents on datasets: resumable runs and their reports."""
 
@@ -69,10 +70,7 @@ def run(
     Interrupted runs resume: the same command skips finished samples and retries failed ones.
     """
     settings = dataclasses.replace(backend_settings(options), max_concurrency=concurrency)
-    try:
-        config = make_config(agent, **options)
-    except LongreadError as exc:
-        raise click.UsageError(str(exc)) from None
+    config = make_config(agent, **options)
     job = _eval_run(data, agent, config, settings, out, concurrency, limit, progress, record_tokens)
     run_or_exit(job)
 
@@ -92,21 +90,25 @@ async def _eval_run(
     from ..eval.store import RunStore, run_config
     from ..llm.factory import make_backend, make_tokenizer
 
-    loaded = await asyncio.to_thread(_load_samples, Path(data))
+    if Path(data).is_dir():
+        files = await asyncio.to_thread(data_files, data)
+        click.echo(f"reading {len(files)} data file(s) from {data}", err=True)
+    loaded = await asyncio.to_thread(load_data_path, data)
     samples = loaded[:limit]
     if not samples:
         raise UsageError(f"no samples in {data}")
     # The data is identified by the content of every sample, not only the --limit ones, so a
     # resume with another --limit (or from a moved folder) matches the run's saved data_hash.
     run = await asyncio.to_thread(
-        run_config, agent, dataclasses.asdict(config), settings, data, loaded
+        run_config, agent, dataclasses.asdict(config), settings, data, loaded, record_tokens
     )
     with RunStore(out, writer=True) as store:
         store.save_config(run)
         _note_foreign_results(store, samples, out)
         backend = make_backend(settings)
         try:
-            tokenizer = await make_tokenizer(backend, settings)
+            tokenizer = await make_tokenizer(backend, settings)  # asks a server for its model
+            store.fill_backend(getattr(backend, "model", None), backend.context_window)
             summary = await run_eval(
                 samples,
                 lambda report: make_agent(
@@ -119,26 +121,6 @@ async def _eval_run(
         finally:
             await backend.aclose()
     _print_summary(summary, out)
-
-
-def _load_samples(data: Path) -> list[Sample]:
-    """The samples of a data file, or of every data file (.jsonl, .json, .parquet) in a
-    folder and its subfolders (hidden ones left out), sorted by path (RULER writes
-    ``<length>/data/<task>/validation.jsonl``)."""
-    from ..data.loaders import DATA_SUFFIXES, load_samples
-
-    if not data.is_dir():
-        return load_samples(data)
-    files = sorted(
-        path
-        for path in data.rglob("*")
-        if path.suffix.lower() in DATA_SUFFIXES
-        and not any(part.startswith(".") for part in path.relative_to(data).parts)
-    )
-    if not files:
-        raise UsageError(f"{data} holds no data files ({', '.join(DATA_SUFFIXES)})")
-    click.echo(f"reading {len(files)} data file(s) from {data}", err=True)
-    return [sample for path in files for sample in load_samples(path)]
 
 
 def _note_foreign_results(store: Any, samples: list[Sample], out: str) -> None:
@@ -200,14 +182,10 @@ def report(
     for path in (markdown_path, plot_path, json_path):
         if path:  # a new folder for the outputs is made, not a traceback
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-    try:
-        rows = load_runs(run_dirs)
-        text = markdown_report(rows) + "\n" + run_time_report(run_times(run_dirs))
-        if plot_path:
-            plot_accuracy(rows, plot_path)
-    except LongreadError as exc:
-        click.echo(f"longread: error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+    rows = load_runs(run_dirs)
+    text = markdown_report(rows) + "\n" + run_time_report(run_times(run_dirs))
+    if plot_path:
+        plot_accuracy(rows, plot_path)
     if json_path:
         lines = (json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
         Path(json_path).write_text("".join(lines))

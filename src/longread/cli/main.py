@@ -12,12 +12,11 @@ import click
 
 from .. import __version__
 from ..agents.registry import AGENTS, make_agent, make_config
-from ..errors import LongreadError
 from ..llm.factory import BackendSettings, make_backend, make_tokenizer
-from ..progress import RunProgress
 from ..text import achunk_file
 from ..trace import Run
 from .data import data_group
+from .errors import LongreadGroup
 from .eval import eval_group
 from .options import (
     agent_options,
@@ -26,10 +25,14 @@ from .options import (
     record_tokens_option,
     run_or_exit,
 )
+from .progress import RunProgress
 from .trace import trace_group
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=LongreadGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, "--version", prog_name="longread")
 @click.option("-v", "--verbose", is_flag=True, help="Log what longread does (model loading, ...).")
 def cli(verbose: bool) -> None:
@@ -88,10 +91,7 @@ def ask(
         what = "is a directory" if Path(file).is_dir() else "does not exist"
         raise click.BadParameter(f"{file} {what}", param_hint="'FILE'")
     settings = backend_settings(options)
-    try:
-        config = make_config(agent, **options)
-    except LongreadError as exc:
-        raise click.UsageError(str(exc)) from None
+    config = make_config(agent, **options)
     run = run_or_exit(_ask(file, question, agent, settings, config, record_tokens))
     if trace_path:
         run.save(trace_path)

@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 import click
 
 from ..agents.prompts import PROMPT_SETS
-from ..errors import LongreadError
 from ..llm.factory import BackendSettings
 
 T = TypeVar("T")
@@ -177,14 +176,11 @@ def backend_settings(options: dict[str, Any]) -> BackendSettings:
 
 
 def run_or_exit(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run the coroutine; user-facing errors become one line on stderr and an exit code.
-    Ctrl-C and SIGTERM (``kill``, ``timeout``, a batch scheduler) cancel it, so its cleanup
+    """Run the coroutine (its user-facing errors propagate to ``LongreadGroup``, which prints
+    them). Ctrl-C and SIGTERM (``kill``, ``timeout``, a batch scheduler) cancel it, so its cleanup
     (``finally`` blocks: closing stores, recording the session) runs before the exit."""
     try:
         return asyncio.run(_cancelled_by_sigterm(coroutine))
-    except LongreadError as exc:
-        click.echo(f"longread: error: {exc}", err=True)
-        sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("longread: interrupted", err=True)
         sys.exit(130)

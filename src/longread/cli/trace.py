@@ -8,10 +8,12 @@ from pathlib import Path
 
 import click
 
+from ..errors import UsageError
 from ..trace import SCHEMA_VERSION, migrate_trace_file
+from .errors import LongreadGroup
 
 
-@click.group(name="trace")
+@click.group(name="trace", cls=LongreadGroup)
 def trace_group() -> None:
     """Work with trace files (one step record per model call)."""
 
@@ -30,7 +32,7 @@ def migrate(paths: tuple[str, ...]) -> None:
         try:
             changed += migrate_trace_file(file)
         except (ValueError, KeyError, TypeError) as exc:
-            raise click.UsageError(f"{file} is not a longread trace ({exc!r})") from None
+            raise UsageError(f"{file} is not a longread trace ({exc!r})") from None
     click.echo(f"migrated {changed} of {len(files)} trace(s) to schema {SCHEMA_VERSION}")
 
 

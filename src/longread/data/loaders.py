@@ -319,3 +319,26 @@ _PARSERS: dict[str, Callable[[Mapping[str, Any], str, str, Path], Sample]] = {
     "memreread": _memreread,
     "hotpotqa": _hotpotqa,
 }
+
+
+def load_data_path(data: str | Path) -> list[Sample]:
+    """The samples of a data file, or of every data file in a folder (see ``data_files``)."""
+    data = Path(data)
+    if not data.is_dir():
+        return load_samples(data)
+    return [sample for path in data_files(data) for sample in load_samples(path)]
+
+
+def data_files(folder: str | Path) -> list[Path]:
+    """Every data file (.jsonl, .json, .parquet) in ``folder`` and its subfolders, hidden ones
+    left out, sorted by path (RULER writes ``<length>/data/<task>/validation.jsonl``)."""
+    folder = Path(folder)
+    files = sorted(
+        path
+        for path in folder.rglob("*")
+        if path.suffix.lower() in DATA_SUFFIXES
+        and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+    )
+    if not files:
+        raise UsageError(f"{folder} holds no data files ({', '.join(DATA_SUFFIXES)})")
+    return files

@@ -28,7 +28,6 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _LATEX_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox)\{([^{}]*)\}")
 # HotpotQA's rule: these answers are class labels, so partial credit makes no sense.
 _CLOSED_ANSWERS = frozenset({"yes", "no", "noanswer"})
-# The box openers agents/answer.py's extract_boxed reads, so both see the same boxes.
 # How a model lists several values in one answer: "a, b; c" or one per line.
 _LIST_SEPARATORS = re.compile(r"[,;\n]")
 # The "and" of a list's last item ("a, b, and c"), which is not part of the value.

@@ -37,7 +37,7 @@ DONE = "done"
 FAILED = "failed"
 # A resumed run must read the same data with the same agent, else its rows would mix two runs.
 # The data is compared by content, not by path, so a moved or cloned run folder still resumes.
-RESUME_KEYS = ("agent", "agent_config", "data_hash")
+RESUME_KEYS = ("agent", "agent_config", "record_tokens", "data_hash")
 # Paths in config.json (top-level key, or (section, key)), written relative to the run folder
 # when they are inside it, so the folder can be moved or copied with its data and model.
 PATH_KEYS: tuple[tuple[str, ...], ...] = (
@@ -187,9 +187,10 @@ class RunStore:
             _write_json(self.config_path, config)
             return
         saved = self.load_config()
-        for key in ("agent", "agent_config"):
-            _check_same(key, saved.get(key), config.get(key), self.run_dir)
-        # The last of RESUME_KEYS, by content, with the file-name rule for older folders.
+        saved.setdefault("record_tokens", False)  # folders from before the switch had none
+        for key in RESUME_KEYS:
+            if key != "data_hash":  # compared by _check_data, which knows older folders
+                _check_same(key, saved.get(key), config.get(key), self.run_dir)
         adopted = _check_data(saved, config, self.run_dir)
         resumed = {key: config.get(key) for key in ("started", "data", "backend")}
         if adopted:
@@ -197,6 +198,19 @@ class RunStore:
             resumed["adopted_data_hash"] = True
         saved["resumed"] = [*saved.get("resumed", []), resumed]
         _write_json(self.config_path, saved)
+
+    def fill_backend(self, model: str | None, context_window: int | None) -> None:
+        """Record what a server said once asked (its model when none was given, its window)
+        in this session's backend entry of ``config.json``; set values are kept."""
+        config = self.load_config()
+        entry = config["resumed"][-1] if config.get("resumed") else config
+        backend = entry.get("backend")
+        if not isinstance(backend, dict) or backend.get("backend") != "openai":
+            return
+        for key, value in (("model", model), ("context_window", context_window)):
+            if backend.get(key) is None and value is not None:
+                backend[key] = value
+        _write_json(self.config_path, config)
 
     def load_config(self) -> dict[str, Any]:
         """The saved ``config.json``; UsageError when the folder holds no run."""
@@ -222,8 +236,10 @@ def run_config(
     settings: BackendSettings,
     data: str | Path,
     samples: Sequence[Sample] | None = None,
+    record_tokens: bool = False,
 ) -> dict[str, Any]:
     """The resolved configuration saved with a run: enough to rebuild or resume it.
+    ``record_tokens`` says whether traces keep token ids (a resume must not mix the two).
 
     ``samples`` are every sample read from ``data`` (before any ``--limit``, so a resume with
     another limit still matches); their content is hashed into ``data_hash``, which is what a
@@ -234,6 +250,7 @@ def run_config(
     config: dict[str, Any] = {
         "agent": agent,
         "agent_config": agent_config,
+        "record_tokens": record_tokens,
         "data": str(Path(data).expanduser().resolve()),
     }
     if samples is not None:

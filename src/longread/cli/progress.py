@@ -7,7 +7,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .trace import Step
+from ..trace import Step
 
 
 class RunProgress:
