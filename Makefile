@@ -32,8 +32,8 @@ demo: install
 		--question "$(DEMO_QUESTION)"
 
 lint: install
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
 
 test: lint

@@ -90,6 +90,7 @@ async def run_one(agent, name: str, doc: dict, tokenizer) -> dict:
         "completion_tokens": run.completion_tokens,
         "seconds": round(time.perf_counter() - start, 2),
         "memory_tokens": [s.completion_tokens for s in run.steps if s.kind == "update"],
+        "memory_cut": sum("memory_truncated" in s.flags for s in run.steps if s.kind == "update"),
         "notes": run.notes,
     }
 
