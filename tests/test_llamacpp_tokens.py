@@ -20,7 +20,6 @@ from longread.llm.base import Completion, Message, SamplingParams
 from longread.llm.llamacpp import LlamaCppBackend
 
 pytestmark = pytest.mark.model
-llama_cpp = pytest.importorskip("llama_cpp", reason="the embedded model needs longread[local]")
 
 # A question SmolLM2-135M answers in a few tokens and then ends on <|im_end|>.
 MESSAGES: list[Message] = [
@@ -66,6 +65,8 @@ def reference_logprobs(backend: LlamaCppBackend, recorded: Completion) -> np.nda
     """Log-softmax of the logits at every completion position, from a separate model instance
     that reads prompt + completion in one pass (logits_all) and samples nothing."""
     assert recorded.prompt_ids is not None and recorded.token_ids is not None
+    import llama_cpp  # the model tests need longread[local]; imported here, not at collection
+
     checker = llama_cpp.Llama(
         model_path=str(backend.model_path), n_ctx=512, logits_all=True, verbose=False
     )
@@ -95,9 +96,11 @@ def test_completion_ids_end_with_eos_and_detokenise_to_the_reply(
 def test_prompt_ids_are_the_rendered_chat_template(
     backend: LlamaCppBackend, recorded: Completion, plain: tuple[Completion, list[int]]
 ) -> None:
+    from llama_cpp import llama_chat_format
+
     llama = backend.llama
     # The GGUF's template rendered here, not through the backend's formatter lookup.
-    formatter = llama_cpp.llama_chat_format.Jinja2ChatFormatter(
+    formatter = llama_chat_format.Jinja2ChatFormatter(
         template=llama.metadata["tokenizer.chat_template"],
         eos_token=llama._model.token_get_text(llama.token_eos()),
         bos_token=llama._model.token_get_text(llama.token_bos()),
