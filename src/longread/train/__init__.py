@@ -2,6 +2,41 @@
 runs with token records; rewards and advantages are pure functions over them; every
 conversation becomes one training row. The trainer itself is being built (issue 9)."""
 
+from .advantages import (
+    broadcast,
+    centred_step_terms,
+    group_is_degenerate,
+    grpo_advantages,
+    mix_rea,
+    rea_advantages,
+    rememr1_advantages,
+)
 from .episodes import TrainingRow, training_rows
+from .rewards import (
+    StepReward,
+    contained_reward,
+    group_rewards,
+    memory_recall_reward,
+    outcome_reward,
+    rememr1_step_rewards,
+    reread_count,
+)
 
-__all__ = ["TrainingRow", "training_rows"]
+__all__ = [
+    "StepReward",
+    "TrainingRow",
+    "broadcast",
+    "centred_step_terms",
+    "contained_reward",
+    "group_is_degenerate",
+    "group_rewards",
+    "grpo_advantages",
+    "memory_recall_reward",
+    "mix_rea",
+    "outcome_reward",
+    "rea_advantages",
+    "rememr1_advantages",
+    "rememr1_step_rewards",
+    "reread_count",
+    "training_rows",
+]

@@ -1,0 +1,171 @@
+"""Reward functions over the repo's own run records (ALGORITHMS.md sections 2, 3, 5 and 7).
+
+A rollout is one :class:`~longread.trace.Run`; a group is the n rollouts of one question. Each
+reward is a plain function of a run and the question's gold aliases returning a float (TRL's
+"reward functions as plain functions"); :func:`group_rewards` maps one over a group and gives
+the list of floats the advantage functions in :mod:`longread.train.advantages` take.
+
+The outcome reward is the evaluation's own strict judge (:func:`score_answer`), so a model is
+trained on exactly what it is scored on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..agents.memagent import NO_MEMORY
+from ..eval.scoring import extract_prediction, score_answer, word_recall
+from ..trace import FORMAT_ERROR, MEMORY_KEPT, Run, Step
+
+RewardFn = Callable[[Run, Sequence[str]], float]
+
+
+def group_rewards(reward: RewardFn, runs: Sequence[Run], golds: Sequence[str]) -> list[float]:
+    """``reward`` of each rollout of one question's group, in order."""
+    return [reward(run, golds) for run in runs]
+
+
+# --- outcome and partial credit -----------------------------------------------------------
+
+
+def outcome_reward(run: Run, golds: Sequence[str], *, kind: str = "qa") -> float:
+    """The outcome reward R (ALGORITHMS.md sections 2, 5 and 7): 1.0 when the final reply's
+    last ``\\boxed{}`` equals a gold alias after lower-casing and dropping whitespace (the
+    strict judge; an unboxed answer scores 0), else 0.0.
+
+    This is ``score_answer(run.final_reply, golds, kind=kind).strict``: one judge for
+    evaluation and training. ``kind="ruler"`` makes samples with several needles require all.
+    """
+    return score_answer(run.final_reply, golds, kind=kind).strict
+
+
+def final_memory(run: Run) -> str | None:
+    """The memory the final call saw: that of the last step which left one (None if none)."""
+    return next((s.memory for s in reversed(run.steps) if s.memory is not None), None)
+
+
+def memory_recall_reward(run: Run, golds: Sequence[str]) -> float:
+    """Optional partial credit for small models (TRAINING.md, "Pitfalls"): the word recall
+    (ALGORITHMS.md section 2) of the best gold alias in :func:`final_memory`; 0.0 when the run
+    left no memory.
+
+    Groups where every rollout misses the strict answer have zero outcome advantage; this
+    still ranks a rollout that kept the evidence above one that lost it.
+    """
+    memory = final_memory(run)
+    return 0.0 if memory is None else word_recall(memory, golds)
+
+
+# --- ReMemR1 multi-level step rewards (RLMLR) ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepReward:
+    """The RLMLR terms of one step (ALGORITHMS.md section 2); ``total`` is r_t."""
+
+    step: int  # ``Step.step`` of the call
+    kind: str  # ``Step.kind``: "update" or "final"
+    format: float  # f_t: 1.0 when the step followed the format, else 0.0
+    update_gain: float  # recall(new memory) - recall(previous memory); may be negative
+    revisit_gain: float  # max(0, recall(recalled + prompt) - recall(prompt))
+
+    @property
+    def total(self) -> float:
+        """r_t = f_t + update gain + revisit gain: the three terms unweighted, as ALGORITHMS.md
+        lists them with no weights."""
+        return self.format + self.update_gain + self.revisit_gain
+
+
+def prompt_text(step: Step) -> str:
+    """The text the model read in ``step``: every message's content, joined by newlines."""
+    return "\n".join(m["content"] for m in step.messages)
+
+
+def rememr1_step_rewards(run: Run, golds: Sequence[str]) -> list[StepReward]:
+    """One :class:`StepReward` per step of a ReMemR1 (or MemAgent) run, in order
+    (ALGORITHMS.md section 2, "Multi-level reward"). Recall is :func:`word_recall` of the
+    best gold alias (case and punctuation normalised).
+
+    - format f_t, update step: 1.0 when the step has neither ``FORMAT_ERROR`` (exactly one
+      non-empty closed ``<update>`` and at most one closed ``<recall>``, see
+      ``parse_step_reply``) nor ``MEMORY_KEPT`` in its flags. Final step: 1.0 when its reply
+      has a ``\\boxed{}`` whose content is not empty (the scorer reads the last box).
+    - update gain, update step: ``recall(step.memory) - recall(previous memory)``, where the
+      previous memory is the ``memory`` of the previous update step, or the ``NO_MEMORY``
+      placeholder for the first one (recall 0 unless a gold word is in it). A kept memory
+      gains 0. Final step: 0 (it writes no memory).
+    - revisit gain, update step that recalled something: ``max(0, recall(R + "\\n" + P) -
+      recall(P))`` with P = :func:`prompt_text` of this step and R = ``step.recall.memory``
+      (what its recall brought back, which the next prompt shows): the gold words the recall
+      adds to what the step already read. 0 when the step asked nothing or nothing matched;
+      0 for the final step.
+
+    Only update and final steps are expected: MemReread's decide/integrate calls raise
+    ``ValueError``, since their memories do not form one chain.
+    """
+    rewards: list[StepReward] = []
+    previous = word_recall(NO_MEMORY, golds)
+    for step in run.steps:
+        if step.kind == "final":
+            rewards.append(StepReward(step.step, step.kind, _final_format(step), 0.0, 0.0))
+        elif step.kind == "update":
+            new = word_recall(step.memory, golds) if step.memory is not None else previous
+            rewards.append(
+                StepReward(step.step, step.kind, _update_format(step), new - previous,
+                           _revisit_gain(step, golds))
+            )  # fmt: skip
+            previous = new
+        else:
+            raise ValueError(
+                f"step {step.step} is a {step.kind!r} call; ReMemR1 step rewards cover "
+                "update and final calls only"
+            )
+    return rewards
+
+
+def _update_format(step: Step) -> float:
+    return float(FORMAT_ERROR not in step.flags and MEMORY_KEPT not in step.flags)
+
+
+def _final_format(step: Step) -> float:
+    # extract_prediction gives None for an empty box, so this is "a non-empty box".
+    prediction, boxed = extract_prediction(step.reply)
+    return float(boxed and prediction is not None)
+
+
+def _revisit_gain(step: Step, golds: Sequence[str]) -> float:
+    if step.recall is None or step.recall.memory is None:
+        return 0.0
+    prompt = prompt_text(step)
+    with_recall = word_recall(step.recall.memory + "\n" + prompt, golds)
+    return max(0.0, with_recall - word_recall(prompt, golds))
+
+
+# --- MemReread ----------------------------------------------------------------------------
+
+
+def reread_count(run: Run) -> int:
+    """Rereads a MemReread run made: its integrate calls (ALGORITHMS.md section 3). A reread
+    whose integration never ran (a failed run) is not counted."""
+    return sum(step.kind == "integrate" for step in run.steps)
+
+
+def _no_spaces(text: str) -> str:
+    return "".join(text.lower().split())
+
+
+def contained_reward(run: Run, golds: Sequence[str]) -> float:
+    """MemReread's reference reward (ALGORITHMS.md section 3): 1.0 when a gold alias,
+    lower-cased and without whitespace, occurs in the boxed prediction treated the same way.
+
+    Looser than :func:`outcome_reward` (containment, not equality). The prediction is the last
+    ``\\boxed{}`` of the final reply, as the scorer extracts it; an unboxed reply scores 0, or
+    a reply restating the whole memory would collect the reward. Empty predictions and blank
+    aliases never match.
+    """
+    prediction, boxed = extract_prediction(run.final_reply)
+    if not boxed or prediction is None:
+        return 0.0
+    pred = _no_spaces(prediction)
+    return float(any(gold in pred for gold in map(_no_spaces, golds) if gold))

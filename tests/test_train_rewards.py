@@ -1,0 +1,261 @@
+"""Reward functions on small hand-built runs (ALGORITHMS.md sections 2, 3 and 5). Every
+expected value is worked out by hand in the comments next to it."""
+
+import pytest
+
+from longread.agents.memagent import NO_MEMORY
+from longread.trace import FORMAT_ERROR, MEMORY_KEPT, NO_BOXED_ANSWER, Recall, Run, Step
+from longread.train.rewards import (
+    StepReward,
+    contained_reward,
+    final_memory,
+    group_rewards,
+    memory_recall_reward,
+    outcome_reward,
+    rememr1_step_rewards,
+    reread_count,
+)
+
+
+def step(
+    kind: str,
+    index: int,
+    *,
+    prompt: str = "prompt",
+    reply: str = "",
+    memory: str | None = None,
+    flags: tuple[str, ...] = (),
+    recall: Recall | None = None,
+) -> Step:
+    return Step(
+        kind=kind,
+        step=index,
+        messages=[{"role": "user", "content": prompt}],
+        reply=reply,
+        finish_reason="stop",
+        prompt_tokens=1,
+        completion_tokens=1,
+        seconds=0.0,
+        memory=memory,
+        flags=list(flags),
+        recall=recall,
+    )
+
+
+def run_of(final_reply: str, steps: list[Step] | None = None, agent: str = "rememr1") -> Run:
+    return Run(
+        agent=agent,
+        question="Who hosted the meeting?",
+        answer=final_reply,
+        final_reply=final_reply,
+        boxed="\\boxed{" in final_reply,
+        steps=steps if steps is not None else [step("final", 0, reply=final_reply)],
+        seconds=0.0,
+    )
+
+
+# --- outcome (section 5, strict) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("final_reply", "golds", "expected"),
+    [
+        # "new york" -> "newyork" on both sides: equal
+        ("So the answer is \\boxed{New York}.", ["new york"], 1.0),
+        # spaces do not count: "newyork" == "newyork" (second alias)
+        ("\\boxed{NewYork}", ["New York City", "New York"], 1.0),
+        # LaTeX text wrapper peeled by the scorer: "\text{Paris}" -> "paris"
+        ("\\boxed{\\text{Paris}}", ["Paris"], 1.0),
+        # the last box is the answer: "paris" != "lyon"
+        ("\\boxed{Lyon} no wait \\boxed{Paris}", ["Lyon"], 0.0),
+        # punctuation counts in strict: "newyork." != "newyork"
+        ("\\boxed{New York.}", ["new york"], 0.0),
+        # equality, not containment: "newyorkcity" != "newyork"
+        ("\\boxed{New York City}", ["new york"], 0.0),
+        # no box: strict gives nothing even for the right words
+        ("New York", ["new york"], 0.0),
+        # an empty box is a null
+        ("\\boxed{}", ["new york"], 0.0),
+    ],
+)
+def test_outcome_reward_is_the_strict_judge(final_reply, golds, expected):
+    assert outcome_reward(run_of(final_reply), golds) == expected
+
+
+def test_outcome_reward_passes_the_scoring_kind_through():
+    # ruler with two needles: the values {"a1", "b2"} equal the needle set -> 1.0;
+    # qa compares the whole "a1,b2" with each alias -> 0.0
+    run = run_of("\\boxed{a1, b2}")
+    assert outcome_reward(run, ["a1", "b2"], kind="ruler") == 1.0
+    assert outcome_reward(run, ["a1", "b2"]) == 0.0
+
+
+def test_group_rewards_maps_a_reward_over_the_rollouts_in_order():
+    runs = [run_of("\\boxed{Carla}"), run_of("\\boxed{Bob}"), run_of("\\boxed{carla}")]
+    assert group_rewards(outcome_reward, runs, ["Carla"]) == [1.0, 0.0, 1.0]
+
+
+# --- partial credit -------------------------------------------------------------------------
+
+
+def test_memory_recall_reward_reads_the_last_memory_left():
+    steps = [
+        step("update", 0, memory="Carla lives in Zurich."),
+        step("update", 1, memory="Carla lives in New York."),
+        step("final", 2, reply="\\boxed{Zurich}"),
+    ]
+    run = run_of("\\boxed{Zurich}", steps)
+    assert final_memory(run) == "Carla lives in New York."
+    # alias "New York City": words {new, york, city}; memory has new, york -> 2/3.
+    # alias "NYC": {nyc} -> 0. Best: 2/3.
+    assert memory_recall_reward(run, ["New York City", "NYC"]) == pytest.approx(2 / 3)
+
+
+def test_memory_recall_reward_of_memreread_uses_the_integrated_memory():
+    # root memory lacks the answer, the reread's sub-memory has it, the integrated memory has
+    # it too; the final decide leaves no memory, so the integrate step's is the one.
+    steps = [
+        step("update", 0, memory="Nothing yet."),
+        step("decide", 1),
+        step("update", 2, memory="Sub notes: Berlin."),
+        step("final", 3, reply="\\boxed{Berlin}"),
+        step("integrate", 4, memory="The meeting was in Berlin."),
+        step("decide", 5),
+        step("final", 6, reply="\\boxed{Berlin}"),
+    ]
+    run = run_of("\\boxed{Berlin}", steps, agent="memreread")
+    assert final_memory(run) == "The meeting was in Berlin."
+    # gold words {berlin}, present -> 1/1
+    assert memory_recall_reward(run, ["Berlin"]) == 1.0
+
+
+def test_memory_recall_reward_is_zero_without_memory():
+    assert final_memory(run_of("\\boxed{x}")) is None
+    assert memory_recall_reward(run_of("\\boxed{x}"), ["x"]) == 0.0
+
+
+# --- ReMemR1 step rewards (section 2) --------------------------------------------------------
+
+GOLD = ["Carla Mendez"]  # normalised words {carla, mendez}
+
+
+def rememr1_run() -> Run:
+    steps = [
+        # format ok; memory has carla -> 1/2; previous = NO_MEMORY "No previous memory" -> 0;
+        # update gain 0.5; no recall -> revisit 0. r = 1 + 0.5 + 0 = 1.5
+        step(
+            "update", 0, prompt="Problem: Who hosted?\nMemory: No previous memory\nThe host came.",
+            reply="<update>The host was Carla.</update>", memory="The host was Carla.",
+        ),
+        # no <update>: format error, old memory kept -> f 0; gain 0.5 - 0.5 = 0;
+        # the recall found nothing (memory None) -> revisit 0. r = 0
+        step(
+            "update", 1, prompt="Problem: Who hosted?\nMemory: The host was Carla.\nRain.",
+            reply="Rain. <recall>host</recall>", memory="The host was Carla.",
+            flags=(FORMAT_ERROR, MEMORY_KEPT), recall=Recall("host"),
+        ),
+        # format ok; memory has carla, mendez -> 1; gain 1 - 0.5 = 0.5.
+        # prompt has carla only -> 1/2; recalled + prompt has carla, mendez -> 1;
+        # revisit max(0, 1 - 0.5) = 0.5. r = 1 + 0.5 + 0.5 = 2.0
+        step(
+            "update", 2, prompt="Problem: Who hosted?\nMemory: The host was Carla.\nSurnames.",
+            reply="<update>Carla Mendez hosted.</update><recall>surname</recall>",
+            memory="Carla Mendez hosted.",
+            recall=Recall("surname", "[step 0] Mendez is Carla's surname.", 0),
+        ),
+        # two <recall> blocks: format error though the memory was written -> f 0.
+        # memory "Someone hosted." has no gold word -> 0; gain 0 - 1 = -1.
+        # recalled "Carla was the host" adds nothing the prompt (carla, mendez) lacks:
+        # 1 - 1 = 0. r = 0 - 1 + 0 = -1.0
+        step(
+            "update", 3, prompt="Problem: Who hosted?\nMemory: Carla Mendez hosted.\nMore.",
+            reply="<update>Someone hosted.</update><recall>a</recall><recall>b</recall>",
+            memory="Someone hosted.", flags=(FORMAT_ERROR,),
+            recall=Recall("b", "[step 2] Carla was the host.", 2),
+        ),
+        # final: a non-empty box -> f 1; no memory, no recall -> gains 0. r = 1
+        step("final", 4, reply="It is \\boxed{Carla Mendez}"),
+    ]  # fmt: skip
+    return run_of("It is \\boxed{Carla Mendez}", steps)
+
+
+def test_rememr1_step_rewards_by_hand():
+    got = rememr1_step_rewards(rememr1_run(), GOLD)
+    assert got == [
+        StepReward(0, "update", 1.0, 0.5, 0.0),
+        StepReward(1, "update", 0.0, 0.0, 0.0),
+        StepReward(2, "update", 1.0, 0.5, 0.5),
+        StepReward(3, "update", 0.0, -1.0, 0.0),
+        StepReward(4, "final", 1.0, 0.0, 0.0),
+    ]
+    assert [r.total for r in got] == [1.5, 0.0, 2.0, -1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("reply", "flags", "expected"),
+    [
+        ("\\boxed{Carla}", (), 1.0),  # one non-empty box
+        ("\\boxed{}", (), 0.0),  # empty box
+        ("Carla", (NO_BOXED_ANSWER,), 0.0),  # no box
+        ("<think>\\boxed{Carla}</think> I do not know", (NO_BOXED_ANSWER,), 0.0),  # box in think
+    ],
+)
+def test_final_step_format_needs_a_non_empty_box(reply, flags, expected):
+    run = run_of(reply, [step("final", 0, reply=reply, flags=flags)])
+    assert rememr1_step_rewards(run, GOLD) == [StepReward(0, "final", expected, 0.0, 0.0)]
+
+
+def test_first_update_gain_counts_from_the_placeholder():
+    assert NO_MEMORY == "No previous memory"  # the words this hand computation relies on
+    # gold "previous results": {previous, results}; the placeholder has previous -> 1/2;
+    # new memory "The results." has results -> 1/2; gain 1/2 - 1/2 = 0
+    run = run_of("\\boxed{x}", [step("update", 0, memory="The results.")])
+    assert rememr1_step_rewards(run, ["previous results"])[0].update_gain == 0.0
+
+
+def test_rememr1_step_rewards_refuse_memreread_calls():
+    run = run_of("\\boxed{x}", [step("decide", 0), step("final", 1, reply="\\boxed{x}")])
+    with pytest.raises(ValueError, match="'decide' call"):
+        rememr1_step_rewards(run, GOLD)
+
+
+# --- MemReread (section 3) ------------------------------------------------------------------
+
+
+def test_reread_count_counts_integrate_calls():
+    kinds = ["update", "update", "decide", "update", "update", "final", "integrate",
+             "decide", "update", "update", "final", "integrate", "decide", "final"]  # fmt: skip
+    steps = [step(kind, i) for i, kind in enumerate(kinds)]
+    # two integrate calls (steps 6 and 11)
+    assert reread_count(run_of("\\boxed{x}", steps, agent="memreread")) == 2
+    assert reread_count(run_of("\\boxed{x}", [step("update", 0), step("final", 1)])) == 0
+
+
+@pytest.mark.parametrize(
+    ("final_reply", "golds", "expected"),
+    [
+        # "theanswerisnewyorkcity" contains "newyork"
+        ("\\boxed{The answer is New York City}", ["new york"], 1.0),
+        # "newyork" contains "newyork" (case and spaces ignored)
+        ("\\boxed{NEWYORK}", ["New York"], 1.0),
+        # "york" does not contain "newyork"
+        ("\\boxed{York}", ["New York"], 0.0),
+        # the prediction must be boxed
+        ("New York", ["New York"], 0.0),
+        # empty box: null
+        ("\\boxed{}", ["New York"], 0.0),
+        # blank aliases never match (they would be in every string)
+        ("\\boxed{anything}", ["", "  "], 0.0),
+        # second alias: "usa" in "theusa."
+        ("\\boxed{The USA.}", ["United States", "USA"], 1.0),
+    ],
+)
+def test_contained_reward(final_reply, golds, expected):
+    assert contained_reward(run_of(final_reply), golds) == expected
+
+
+def test_contained_reward_is_looser_than_the_outcome_reward():
+    # "newyorkcity" contains "newyork" but is not equal to it
+    run = run_of("\\boxed{New York City}")
+    assert contained_reward(run, ["new york"]) == 1.0
+    assert outcome_reward(run, ["new york"]) == 0.0
