@@ -1,6 +1,8 @@
 """Training the memory agents (ALGORITHMS.md sections 2, 3 and 7): rollouts are the agents' own
 runs with token records; rewards and advantages are pure functions over them; every
-conversation becomes one training row. The trainer itself is being built (issue 9)."""
+conversation becomes one training row. The trainer itself is being built (issue 9).
+
+``loss`` needs torch (extra ``train``) and is not imported here, so the rest stays light."""
 
 from .advantages import (
     broadcast,
