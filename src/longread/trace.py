@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from .files import write_json
 from .llm.base import Completion, Message
 
 SCHEMA_VERSION = 2
@@ -303,12 +304,6 @@ class Run:
     def load(cls, path: str | Path) -> Run:
         """Read a trace written by ``save`` (any schema this version knows)."""
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
 
 
 def migrate_trace_file(path: str | Path) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from ..agents.registry import AGENTS, make_agent, make_config
-from ..data.loaders import data_files, load_data_path
+from ..data.loaders import data_files, load_files
 from ..data.records import Sample
 from ..errors import UsageError
 from ..eval.report import load_runs, markdown_report, plot_accuracy, run_time_report, run_times
@@ -90,10 +90,11 @@ async def _eval_run(
     from ..eval.store import RunStore, run_config
     from ..llm.factory import make_backend, make_tokenizer
 
-    if Path(data).is_dir():
+    files = [Path(data)]
+    if files[0].is_dir():  # every data file in the tree (RULER's <length>/data/<task>/ layout)
         files = await asyncio.to_thread(data_files, data)
         click.echo(f"reading {len(files)} data file(s) from {data}", err=True)
-    loaded = await asyncio.to_thread(load_data_path, data)
+    loaded = await asyncio.to_thread(load_files, files)
     samples = loaded[:limit]
     if not samples:
         raise UsageError(f"no samples in {data}")

@@ -2,7 +2,7 @@
 of RULER, RULER-HQA (HotpotQA) and needle documents."""
 
 from .builders import build_hotpotqa, build_hotpotqa_to_length
-from .loaders import DATA_SUFFIXES, data_files, load_data_path, load_samples, save_samples
+from .loaders import DATA_SUFFIXES, data_files, load_files, load_samples, save_samples
 from .needle import NEEDLE_QUESTION, needle_document, needle_document_of_length
 from .records import Sample
 from .ruler import RULER_TASKS, build_ruler
@@ -16,7 +16,7 @@ __all__ = [
     "build_hotpotqa_to_length",
     "build_ruler",
     "data_files",
-    "load_data_path",
+    "load_files",
     "load_samples",
     "needle_document",
     "needle_document_of_length",

@@ -321,12 +321,9 @@ _PARSERS: dict[str, Callable[[Mapping[str, Any], str, str, Path], Sample]] = {
 }
 
 
-def load_data_path(data: str | Path) -> list[Sample]:
-    """The samples of a data file, or of every data file in a folder (see ``data_files``)."""
-    data = Path(data)
-    if not data.is_dir():
-        return load_samples(data)
-    return [sample for path in data_files(data) for sample in load_samples(path)]
+def load_files(files: Iterable[str | Path]) -> list[Sample]:
+    """The samples of every file in ``files``, in order (e.g. ``data_files(folder)``)."""
+    return [sample for path in files for sample in load_samples(path)]
 
 
 def data_files(folder: str | Path) -> list[Path]:

@@ -30,6 +30,7 @@ from filelock import FileLock, Timeout
 from .. import __version__
 from ..data.records import Sample
 from ..errors import UsageError
+from ..files import write_json
 from ..llm.factory import BackendSettings
 from ..llm.gguf import DEFAULT_QUANT, SMOLLM2_CONTEXT, plan_model_file
 
@@ -184,7 +185,7 @@ class RunStore:
         """
         config = _relative_paths(json.loads(json.dumps(config)), self.run_dir)  # JSON terms
         if not self.config_path.exists():
-            _write_json(self.config_path, config)
+            write_json(self.config_path, config)
             return
         saved = self.load_config()
         saved.setdefault("record_tokens", False)  # folders from before the switch had none
@@ -197,7 +198,7 @@ class RunStore:
             saved.update({key: config.get(key) for key in _DATA_IDENTITY})
             resumed["adopted_data_hash"] = True
         saved["resumed"] = [*saved.get("resumed", []), resumed]
-        _write_json(self.config_path, saved)
+        write_json(self.config_path, saved)
 
     def fill_backend(self, model: str | None, context_window: int | None) -> None:
         """Record what a server said once asked (its model when none was given, its window)
@@ -210,7 +211,7 @@ class RunStore:
         for key, value in (("model", model), ("context_window", context_window)):
             if backend.get(key) is None and value is not None:
                 backend[key] = value
-        _write_json(self.config_path, config)
+        write_json(self.config_path, config)
 
     def load_config(self) -> dict[str, Any]:
         """The saved ``config.json``; UsageError when the folder holds no run."""
@@ -225,7 +226,7 @@ class RunStore:
     def save_summary(self, summary: dict[str, Any]) -> None:
         """Write ``summary.json`` (the latest session's) and append it to ``sessions.jsonl``
         (every session's, so the timings of a run resumed three times are all kept)."""
-        _write_json(self.run_dir / "summary.json", summary)
+        write_json(self.run_dir / "summary.json", summary)
         with open(self.run_dir / "sessions.jsonl", "a") as handle:
             handle.write(json.dumps({**summary, "finished": _now()}) + "\n")
 
@@ -425,16 +426,6 @@ def _from_row(row: tuple[Any, ...]) -> SampleResult:
         trace=trace,
         attempts=attempts,
     )
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Replace ``path`` atomically: a kill leaves the old file or the new one, never half."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as handle:
-        handle.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def _now() -> str:
