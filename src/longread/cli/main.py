@@ -27,6 +27,7 @@ from .options import (
 )
 from .progress import RunProgress
 from .trace import trace_group
+from .train import train_command
 
 
 @click.group(
@@ -135,6 +136,7 @@ def _print_run(run: Run, as_json: bool) -> None:
 cli.add_command(eval_group, "eval")
 cli.add_command(data_group, "data")
 cli.add_command(trace_group, "trace")
+cli.add_command(train_command, "train")
 
 
 def main() -> None:

@@ -1,0 +1,282 @@
+"""`longread train --config FILE`: every setting, its default and its help, in one place.
+
+A config file is TOML (or YAML) with one table per section below; anything left out keeps its
+default, an unknown key or a wrongly typed value is a one-line error. The resolved config (all
+defaults filled in) is saved beside the checkpoints, and a resumed run must match it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+
+
+def option(default: Any, help: str) -> Any:
+    """A config field with its default and the help ``--print-config`` shows."""
+    return field(default=default, metadata={"help": help})
+
+
+def helped(text: str) -> dict[str, str]:
+    """The metadata of a field with a default factory (lists, tables)."""
+    return {"help": text}
+
+
+@dataclass
+class ModelSection:
+    path: str = option(
+        "smollm2",
+        "a transformers model folder, or 'smollm2' for the bundled SmolLM2-135M-Instruct "
+        "(converted once from its GGUF into the cache)",
+    )
+    lora: bool = option(True, "train a LoRA adapter through peft; false = full fine-tuning")
+    lora_rank: int = option(16, "LoRA rank r")
+    lora_alpha: float = option(32.0, "LoRA alpha; the update is scaled by alpha / r")
+    lora_dropout: float = option(0.0, "LoRA dropout (0 keeps training deterministic)")
+    lora_targets: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
+        metadata=helped("modules that get a LoRA adapter"),
+    )
+    context_window: int = option(0, "tokens one call may use; 0 = the model's own")
+
+
+@dataclass
+class AgentSection:
+    name: str = option("memagent", "the agent rolled out: memagent, rememr1 or memreread")
+    prompt_set: str = option("notes", "bundled prompt set: 'paper' or 'notes'")
+    chunk_tokens: int = option(500, "largest chunk of the document per update call")
+    memory_tokens: int = option(128, "max new tokens of each memory update (the memory cap)")
+    final_tokens: int = option(64, "max new tokens of the final answer")
+    options: dict[str, Any] = field(
+        default_factory=dict,
+        metadata=helped("further options of the agent's config (e.g. max_rereads)"),
+    )
+
+
+@dataclass
+class DataSection:
+    train: list[str] = field(
+        default_factory=list,
+        metadata=helped("training data: files or folders that `eval run` reads"),
+    )
+    eval: list[str] = field(
+        default_factory=list, metadata=helped("held-out data evaluated every run.eval_every steps")
+    )
+    eval_limit: int = option(0, "evaluate only the first N held-out samples; 0 = all")
+
+
+@dataclass
+class RolloutSection:
+    questions: int = option(4, "questions (groups) per step")
+    rollouts: int = option(4, "rollouts per question (n); advantages are relative within them")
+    temperature: float = option(1.0, "sampling temperature of rollouts (the papers use 1.0)")
+    top_p: float = option(1.0, "nucleus sampling of rollouts")
+
+
+@dataclass
+class RewardSection:
+    reward: str = option(
+        "strict",
+        "strict (the eval judge), contained (MemReread's), or strict+recall (partial credit: "
+        "plus recall_weight x word recall of the gold answer in the final memory), or "
+        "module:function (your own: f(run, golds) -> float)",
+    )
+    recall_weight: float = option(0.5, "weight of the memory recall in strict+recall")
+    estimator: str = option(
+        "grpo", "grpo (MemAgent), rememr1 (alpha-mixed step rewards) or rea (MemReread)"
+    )
+    alpha: float = option(-1.0, "estimator mix weight; -1 = the paper's (rememr1 0.8, rea 0.05)")
+    std_normalise: bool = option(False, "divide GRPO advantages by the group's std")
+    keep_degenerate: bool = option(
+        False, "keep groups whose rollouts all got the same reward (their advantage is 0)"
+    )
+
+
+@dataclass
+class OptimSection:
+    lr: float = option(1e-4, "AdamW learning rate (papers: 1e-6 for full fine-tuning)")
+    warmup_steps: int = option(0, "linear learning-rate warm-up steps")
+    weight_decay: float = option(0.0, "AdamW weight decay")
+    grad_clip: float = option(1.0, "clip the gradient norm to this; 0 = no clipping")
+    micro_batch: int = option(4, "conversations per forward/backward (gradient accumulation)")
+    epochs: int = option(1, "optimizer passes over each step's rollouts (PPO epochs)")
+    clip_low: float = option(0.2, "PPO ratio clip below 1")
+    clip_high: float = option(0.2, "PPO ratio clip above 1 (0.28 = DAPO's clip-higher)")
+    kl_coef: float = option(0.0, "k3 KL penalty to the reference policy (papers: 0.001)")
+    old_logprobs: str = option(
+        "recompute",
+        "recompute (a no-grad forward of the trainer before the update) or sampler (the "
+        "rollout backend's own, exact only when it ran the same fp32 weights)",
+    )
+
+
+@dataclass
+class RunSection:
+    steps: int = option(10, "GRPO steps to train")
+    seed: int = option(0, "seed of data order, rollouts and initialisation")
+    eval_every: int = option(
+        0, "evaluate the held-out set every K steps (and at the end); 0 = never"
+    )
+    keep_checkpoints: int = option(2, "checkpoints kept (the newest ones)")
+    threads: int = option(0, "torch CPU threads; 0 = torch's default")
+
+
+@dataclass
+class TrainConfig:
+    """Every setting of a training run, grouped as in the config file."""
+
+    model: ModelSection = field(default_factory=ModelSection)
+    agent: AgentSection = field(default_factory=AgentSection)
+    data: DataSection = field(default_factory=DataSection)
+    rollout: RolloutSection = field(default_factory=RolloutSection)
+    reward: RewardSection = field(default_factory=RewardSection)
+    optim: OptimSection = field(default_factory=OptimSection)
+    run: RunSection = field(default_factory=RunSection)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], where: str = "config") -> TrainConfig:
+        """Build from parsed TOML/YAML; unknown sections or keys and wrong types raise."""
+        if not isinstance(raw, dict):
+            raise UsageError(f"{where}: expected tables of settings at the top level")
+        sections = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(raw) - set(sections))
+        if unknown:
+            raise UsageError(f"{where}: unknown section(s) {', '.join(unknown)}")
+        built = {
+            name: _section(f.default_factory, raw.get(name) or {}, f"{where} [{name}]")
+            for name, f in sections.items()
+        }
+        config = cls(**built)
+        config.check()
+        return config
+
+    def check(self) -> None:
+        """Refuse settings that cannot work, before a model is loaded."""
+        from .credit import ESTIMATORS, REWARDS
+
+        if self.reward.reward not in REWARDS and ":" not in self.reward.reward:
+            raise UsageError(
+                f"reward.reward must be one of {', '.join(REWARDS)}, or module:function"
+            )
+        if self.reward.estimator not in ESTIMATORS:
+            raise UsageError(f"reward.estimator must be one of {', '.join(ESTIMATORS)}")
+        if self.optim.old_logprobs not in ("recompute", "sampler"):
+            raise UsageError("optim.old_logprobs must be 'recompute' or 'sampler'")
+        for name, value in (
+            ("rollout.questions", self.rollout.questions),
+            ("rollout.rollouts", self.rollout.rollouts),
+            ("optim.micro_batch", self.optim.micro_batch),
+            ("optim.epochs", self.optim.epochs),
+            ("run.keep_checkpoints", self.run.keep_checkpoints),
+        ):
+            if value < 1:
+                raise UsageError(f"{name} must be at least 1")
+        if self.run.steps < 0:
+            raise UsageError("run.steps must be 0 or more")
+        if not self.data.train:
+            raise UsageError("data.train is empty: name the training data files or folders")
+
+
+def _section(factory: Any, raw: Any, where: str) -> Any:
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}: expected a table of settings")
+    defaults = factory()
+    known = {f.name: f for f in fields(defaults)}
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise UsageError(f"{where}: unknown setting(s) {', '.join(unknown)}")
+    for name, value in raw.items():
+        setattr(defaults, name, _typed(getattr(defaults, name), value, f"{where} {name}"))
+    return defaults
+
+
+def _typed(default: Any, value: Any, where: str) -> Any:
+    """``value`` if it has the default's type (ints pass as floats; a string as a 1-list)."""
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, list):
+        value = [value] if isinstance(value, str) else value
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    elif isinstance(default, dict):
+        ok = isinstance(value, dict)
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        raise UsageError(f"{where}: expected {type(default).__name__}, got {value!r}")
+    return value
+
+
+def load_config(path: str | Path) -> TrainConfig:
+    """Read a TOML (or .yaml/.yml) config file; relative data paths resolve against its folder."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read config {file}: {exc.strerror}") from None
+    raw = _parse(text, file)
+    config = TrainConfig.from_dict(raw, str(file))
+    config.data.train = [_near(file, p) for p in config.data.train]
+    config.data.eval = [_near(file, p) for p in config.data.eval]
+    if config.model.path != "smollm2":
+        config.model.path = _near(file, config.model.path)
+    return config
+
+
+def _parse(text: str, file: Path) -> Any:
+    if file.suffix in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            return yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise UsageError(f"{file} is not valid YAML: {exc}") from None
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{file} is not valid TOML: {exc}") from None
+
+
+def _near(file: Path, path: str) -> str:
+    candidate = Path(path).expanduser()
+    return str(candidate if candidate.is_absolute() else (file.parent / candidate).resolve())
+
+
+def describe_defaults() -> str:
+    """Every setting as a commented TOML file: its default and its help."""
+    lines = ["# longread train --config FILE: every setting with its default."]
+    for section in fields(TrainConfig):
+        lines += ["", f"[{section.name}]"]
+        defaults = section.default_factory()  # type: ignore[operator]
+        for f in fields(defaults):
+            default = getattr(defaults, f.name)
+            lines.append(f"# {f.metadata['help']}")
+            lines.append(f"{f.name} = {_toml_value(default)}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return (
+            "{}"
+            if not value
+            else "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        )
+    return json.dumps(value)
