@@ -1,0 +1,75 @@
+"""`longread train --config`: what a config file may say, and the errors when it is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from longread.cli.main import cli
+from longread.errors import UsageError
+from longread.train.config import load_config
+
+
+def write(tmp_path: Path, text: str, name: str = "train.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_a_toml_config_fills_defaults_and_resolves_paths_near_the_file(tmp_path: Path) -> None:
+    config = load_config(
+        write(tmp_path, '[data]\ntrain = "train.jsonl"\n[rollout]\nrollouts = 8\n[optim]\nlr = 1\n')
+    )
+    assert config.data.train == [str(tmp_path / "train.jsonl")]
+    assert config.rollout.rollouts == 8
+    assert config.optim.lr == 1.0 and isinstance(config.optim.lr, float)
+    assert config.rollout.temperature == 1.0  # the papers' rollout temperature
+    assert config.model.path == "smollm2"
+
+
+def test_yaml_is_read_too(tmp_path: Path) -> None:
+    config = load_config(
+        write(tmp_path, "data:\n  train: [a.jsonl]\nagent:\n  name: rememr1\n", "t.yaml")
+    )
+    assert config.agent.name == "rememr1"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[data]\ntrain = "x"\n[optim]\nlearning_rate = 1e-5\n', "unknown setting"),
+        ('[data]\ntrain = "x"\n[optimiser]\nlr = 1e-5\n', "unknown section"),
+        ('[data]\ntrain = "x"\n[rollout]\nrollouts = "four"\n', "expected int"),
+        ('[data]\ntrain = "x"\n[reward]\nestimator = "ppo"\n', "estimator must be one of"),
+        ("[rollout]\nrollouts = 4\n", "data.train is empty"),
+        ('[data]\ntrain = "x"\n[rollout]\nrollouts = 0\n', "at least 1"),
+        ("[data\n", "not valid TOML"),
+    ],
+)
+def test_bad_configs_are_one_line_errors(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        load_config(write(tmp_path, text))
+
+
+def test_the_cli_reports_a_bad_config_and_exits_non_zero(tmp_path: Path) -> None:
+    path = write(tmp_path, '[data]\ntrain = "x"\n[optim]\nlearning_rate = 1\n')
+    result = CliRunner().invoke(cli, ["train", "--config", str(path)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"longread: error: {path} [optim]: unknown setting(s) learning_rate"
+    ]
+
+
+def test_missing_training_data_is_named(tmp_path: Path) -> None:
+    path = write(tmp_path, '[data]\ntrain = "nowhere.jsonl"\n')
+    result = CliRunner().invoke(cli, ["train", "--config", str(path), "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "training data" in result.output and "nowhere.jsonl does not exist" in result.output
+
+
+def test_print_config_needs_no_file() -> None:
+    result = CliRunner().invoke(cli, ["train", "--print-config"])
+    assert result.exit_code == 0
+    assert "[rollout]" in result.output and "rollouts = 4" in result.output
