@@ -73,3 +73,15 @@ def test_print_config_needs_no_file() -> None:
     result = CliRunner().invoke(cli, ["train", "--print-config"])
     assert result.exit_code == 0
     assert "[rollout]" in result.output and "rollouts = 4" in result.output
+
+
+def test_the_shipped_example_config_is_valid() -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "train" / "smollm2_memagent.toml"
+    config = load_config(example)
+    assert config.rollout.engine == "llamacpp" and config.model.path == "smollm2"
+
+
+def test_the_llamacpp_engine_needs_recomputed_old_logprobs(tmp_path: Path) -> None:
+    text = '[data]\ntrain = "x"\n[rollout]\nengine = "llamacpp"\n[optim]\nold_logprobs = "sampler"\n'
+    with pytest.raises(UsageError, match="old_logprobs = 'recompute'"):
+        load_config(write(tmp_path, text))

@@ -35,6 +35,7 @@ from . import checkpoint, metrics
 from .checkpoint import Position
 from .config import TrainConfig
 from .credit import GroupCredit, group_credit
+from .engines import make_engine
 from .episodes import TrainingRow, training_rows
 from .forward import completion_logprobs, make_batch, padded, unpadded
 from .loss import policy_loss
@@ -120,6 +121,7 @@ class Trainer:
         self.backend = PolicyBackend(
             policy, seed=config.run.seed, context_window=config.model.context_window or None
         )
+        self.engine = make_engine(config, self.backend, self.out)
         model = policy.model
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
@@ -207,10 +209,11 @@ class Trainer:
             total=len(samples) * n, desc=f"step {number} rollouts", unit="run", leave=False,
             disable=not self.progress, dynamic_ncols=True,
         )  # fmt: skip
+        backend = self.engine.open()
 
         async def one(sample: Sample, group: int, k: int) -> Run:
             agent = make_agent(
-                self.config.agent.name, self.backend, self.tokenizer,
+                self.config.agent.name, backend, self.tokenizer,
                 self._agent_config(seed=_rollout_seed(self.config.run.seed, number, group, k)),
                 record_tokens=True,
             )  # fmt: skip
@@ -220,7 +223,11 @@ class Trainer:
 
         async def everything() -> list[Run]:
             jobs = [one(s, g, k) for g, s in enumerate(samples) for k in range(n)]
-            return list(await asyncio.gather(*jobs))
+            try:
+                return list(await asyncio.gather(*jobs))
+            finally:
+                if backend is not self.backend:
+                    await backend.aclose()
 
         try:
             flat = asyncio.run(everything())
@@ -384,6 +391,8 @@ class Trainer:
             "groups": len(rollouts.credit),
             "dropped_groups": dropped,
             "rows": len(rows),
+            "generated_tokens": sum(s.completion_tokens for s in calls),
+            "prompt_tokens": sum(s.prompt_tokens for s in calls),
             "tokens": stats.tokens,
             "loss": stats.loss,
             "policy_loss": stats.policy_loss,
