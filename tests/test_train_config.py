@@ -82,6 +82,9 @@ def test_the_shipped_example_config_is_valid() -> None:
 
 
 def test_the_llamacpp_engine_needs_recomputed_old_logprobs(tmp_path: Path) -> None:
-    text = '[data]\ntrain = "x"\n[rollout]\nengine = "llamacpp"\n[optim]\nold_logprobs = "sampler"\n'
+    text = (
+        '[data]\ntrain = "x"\n[rollout]\nengine = "llamacpp"\n'
+        '[optim]\nold_logprobs = "sampler"\n'
+    )
     with pytest.raises(UsageError, match="old_logprobs = 'recompute'"):
         load_config(write(tmp_path, text))

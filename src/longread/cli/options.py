@@ -89,6 +89,18 @@ def backend_options(func: Any) -> Any:
             "'original' loads it as shipped.",
         ),
         click.option(
+            "--adapter",
+            type=click.Path(dir_okay=False),
+            help="LoRA adapter GGUF for the embedded model (as the trainer exports it).",
+        ),
+        click.option(
+            "--adapter-scale",
+            type=float,
+            default=1.0,
+            show_default=True,
+            help="Multiplier on the --adapter's effect (1: as trained).",
+        ),
+        click.option(
             "--n-ctx",
             type=click.IntRange(min=256),
             help="Embedded model's context window [default: 8192].",
@@ -172,6 +184,8 @@ def backend_settings(options: dict[str, Any]) -> BackendSettings:
         gguf=options.pop("gguf"),
         quant=options.pop("quant"),
         n_ctx=options.pop("n_ctx"),
+        adapter=options.pop("adapter"),
+        adapter_scale=options.pop("adapter_scale"),
     )
 
 

@@ -46,6 +46,7 @@ PATH_KEYS: tuple[tuple[str, ...], ...] = (
     ("backend", "model_path"),
     ("backend", "source"),
     ("backend", "tokenizer"),
+    ("backend", "adapter"),
 )
 
 _SCHEMA = """
@@ -193,6 +194,7 @@ class RunStore:
             if key != "data_hash":  # compared by _check_data, which knows older folders
                 _check_same(key, saved.get(key), config.get(key), self.run_dir)
         adopted = _check_data(saved, config, self.run_dir)
+        _check_adapter(saved, config, self.run_dir)
         resumed = {key: config.get(key) for key in ("started", "data", "backend")}
         if adopted:
             saved.update({key: config.get(key) for key in _DATA_IDENTITY})
@@ -299,6 +301,8 @@ def backend_record(settings: BackendSettings) -> dict[str, Any]:
     else:
         record.update(_model_record(settings.gguf, settings.quant))
         record["n_ctx"] = settings.n_ctx or SMOLLM2_CONTEXT  # as make_backend defaults it
+        if settings.adapter:
+            record.update(_adapter_record(settings.adapter, settings.adapter_scale))
     record["max_concurrency"] = settings.max_concurrency
     record["tokenizer"] = _absolute(settings.tokenizer)
     return record
@@ -326,6 +330,22 @@ def _model_record(gguf: str | None, quant: str | None) -> dict[str, Any]:
         "model_path": str(choice.path.resolve()),
         "source": str(choice.source.resolve()),
         "quant": choice.quant,
+    }
+
+
+def _adapter_record(adapter: str, scale: float) -> dict[str, Any]:
+    """The LoRA adapter file and its content hash (a resume must apply the same adapter)."""
+    from ..llm.llamacpp import check_adapter_file
+
+    path = check_adapter_file(adapter)
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return {
+        "adapter": str(path.resolve()),
+        "adapter_sha256": "sha256:" + digest.hexdigest(),
+        "adapter_scale": scale,
     }
 
 
@@ -399,6 +419,31 @@ def _check_data(saved: dict[str, Any], new: dict[str, Any], run_dir: Path) -> bo
             "compared); resume with the same data or pass a new --out folder"
         )
     return bool(new.get("data_hash")) and not saved.get("data_hash")
+
+
+def _check_adapter(saved: dict[str, Any], new: dict[str, Any], run_dir: Path) -> None:
+    """Refuse a resume that applies another LoRA adapter, or none where there was one (or the
+    reverse): its answers would come from another model. Compared by content and scale, so the
+    adapter file may have moved."""
+
+    def adapter(config: dict[str, Any]) -> tuple[Any, Any, Any]:
+        backend = config.get("backend") or {}
+        if not backend.get("adapter_sha256"):
+            return None, None, None
+        return backend["adapter_sha256"], backend.get("adapter_scale"), backend.get("adapter")
+
+    saved_hash, saved_scale, saved_path = adapter(saved)
+    new_hash, new_scale, new_path = adapter(new)
+    if (saved_hash, saved_scale) == (new_hash, new_scale):
+        return
+    if saved_hash == new_hash:
+        what = f"adapter scale (saved {saved_scale}, now {new_scale})"
+    else:
+        what = f"LoRA adapter (saved {saved_path or 'none'}, now {new_path or 'none'})"
+    raise UsageError(
+        f"{run_dir} holds a run with a different {what}; resume with the same adapter or pass "
+        "a new --out folder"
+    )
 
 
 def _data_change(saved: dict[str, Any], new: dict[str, Any]) -> str:

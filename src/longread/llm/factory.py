@@ -34,13 +34,25 @@ class BackendSettings:
     quant: str | None = None
     n_ctx: int | None = None
     tokenizer: str | None = None  # tokenizer.json or HF model folder (OpenAI backend)
+    adapter: str | None = None  # llama.cpp LoRA adapter GGUF (embedded backend only)
+    adapter_scale: float = 1.0
 
     def resolved_backend(self) -> str:
+        """The backend that will run: "auto" decided; UsageError for settings it cannot take."""
         if self.backend not in BACKENDS:
             raise UsageError(f"unknown backend {self.backend!r}; choose one of {BACKENDS}")
-        if self.backend != "auto":
-            return self.backend
-        return "openai" if self.base_url or os.environ.get("OPENAI_BASE_URL") else "llamacpp"
+        resolved = self.backend
+        if resolved == "auto":
+            server = self.base_url or os.environ.get("OPENAI_BASE_URL")
+            resolved = "openai" if server else "llamacpp"
+        if resolved == "openai" and self.adapter:
+            raise UsageError(
+                "--adapter applies a LoRA to the embedded model; a server loads its own "
+                "adapters (serve one there and pass its --model name)"
+            )
+        if self.adapter_scale != 1.0 and not self.adapter:
+            raise UsageError("--adapter-scale scales an --adapter; none was given")
+        return resolved
 
 
 def make_backend(settings: BackendSettings) -> LLMBackend:
@@ -62,7 +74,11 @@ def make_backend(settings: BackendSettings) -> LLMBackend:
     from .llamacpp import LlamaCppBackend
 
     return LlamaCppBackend(
-        settings.gguf, quant=settings.quant, n_ctx=settings.n_ctx or SMOLLM2_CONTEXT
+        settings.gguf,
+        quant=settings.quant,
+        n_ctx=settings.n_ctx or SMOLLM2_CONTEXT,
+        adapter=settings.adapter,
+        adapter_scale=settings.adapter_scale,
     )
 
 

@@ -39,6 +39,8 @@ class LlamaCppBackend:
         n_ctx: context window. llama-cpp-python defaults to 512, which silently cripples long
             prompts, so we always set it (8192 = SmolLM2's trained window).
         n_threads: CPU threads; default all cores (llama-cpp-python's default is half).
+        adapter: a llama.cpp LoRA adapter GGUF to apply (``train.export.export_lora_gguf``
+            writes one), for the same base model; ``adapter_scale`` multiplies its effect.
     """
 
     name = "llamacpp"
@@ -52,7 +54,11 @@ class LlamaCppBackend:
         n_threads: int | None = None,
         n_batch: int = 512,
         seed: int = 0,
+        adapter: str | Path | None = None,
+        adapter_scale: float = 1.0,
     ) -> None:
+        self.adapter_path = check_adapter_file(adapter) if adapter else None
+        self._adapter_scale = adapter_scale
         self.model_path = resolve_model_file(gguf, quant)
         self._n_ctx = n_ctx
         self._n_threads = n_threads or os.cpu_count() or 1
@@ -80,6 +86,10 @@ class LlamaCppBackend:
                 "the embedded backend needs llama-cpp-python: pip install 'longread[local]'"
             ) from exc
         log.info("loading %s (n_ctx=%d)", self.model_path, self._n_ctx)
+        adapter: dict[str, Any] = {}
+        if self.adapter_path is not None:
+            log.info("with the LoRA adapter %s (scale %g)", self.adapter_path, self._adapter_scale)
+            adapter = {"lora_path": str(self.adapter_path), "lora_scale": self._adapter_scale}
         try:
             return llama_cpp.Llama(
                 model_path=str(self.model_path),
@@ -89,9 +99,13 @@ class LlamaCppBackend:
                 n_batch=self._n_batch,
                 seed=self._seed,
                 verbose=False,
+                **adapter,
             )
         except (ValueError, RuntimeError) as exc:
-            raise UsageError(f"llama.cpp could not load {self.model_path}: {exc}") from exc
+            what = str(self.model_path)
+            if self.adapter_path is not None:
+                what += f" with the adapter {self.adapter_path} (one made for another model?)"
+            raise UsageError(f"llama.cpp could not load {what}: {exc}") from exc
 
     async def chat(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
         """One chat completion, run off the event loop, one at a time."""
@@ -126,6 +140,15 @@ class LlamaCppBackend:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def check_adapter_file(adapter: str | Path) -> Path:
+    """``adapter`` as a path to an existing file; a one-line UsageError otherwise."""
+    path = Path(adapter).expanduser()
+    if not path.is_file():
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise UsageError(f"LoRA adapter {path} {what}")
+    return path
 
 
 def _plain_chat(llama: Any, messages: list[Message], params: SamplingParams) -> Completion:
