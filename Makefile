@@ -8,7 +8,7 @@ FAST_STAMP = $(VENV)/.installed-fast
 
 DEMO_QUESTION = What is the special magic number mentioned in the document?
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install install-verl demo test test-fast lint bench clean
 
 # Build llama.cpp with both cores; the first install compiles it (about 10 minutes), pip caches it.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
@@ -27,6 +27,20 @@ $(FAST_STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# verl (the GPU trainer longread plugs into) for its CPU tests. Not an extra: verl 0.9.1 pins a
+# torch and transformers we do not use, so it goes in without its dependencies, plus the few
+# packages its agent loop, advantage step and config code import (see docs/verl.md).
+VERL_STAMP = $(VENV)/.installed-verl
+$(VERL_STAMP): $(FAST_STAMP)
+	$(BIN)/pip install --quiet "ray==2.60.0" "hydra-core>=1.3,<1.4" "datasets==5.2.0" \
+		codetiming cachetools "dill<0.4.2" "multiprocess<0.70.20" xxhash pandas pyzmq \
+		msgspec prometheus_client aiohttp orjson cloudpickle
+	$(BIN)/pip install --quiet --no-deps "verl==0.9.1" "tensordict==0.10.0" \
+		"torchdata==0.11.0" "TransferQueue==0.1.11" "pyvers==0.1.0"
+	touch $(VERL_STAMP)
+
+install-verl: $(VERL_STAMP)
+
 demo: install
 	$(BIN)/longread ask examples/needle.txt --chunk-tokens 1000 --memory-tokens 256 \
 		--question "$(DEMO_QUESTION)"
@@ -36,11 +50,11 @@ lint: install
 	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
 
-test: lint
+test: lint $(VERL_STAMP)
 	$(BIN)/pytest -q
 
 # Unit tests and fake-server tests only: no model, no llama.cpp server, so no llama.cpp compile.
-test-fast: $(FAST_STAMP)
+test-fast: $(FAST_STAMP) $(VERL_STAMP)
 	$(BIN)/pytest -q -m "not model and not server"
 
 bench: install

@@ -81,10 +81,9 @@ def test_the_shipped_example_config_is_valid() -> None:
     assert config.rollout.engine == "llamacpp" and config.model.path == "smollm2"
 
 
-def test_the_llamacpp_engine_needs_recomputed_old_logprobs(tmp_path: Path) -> None:
+def test_the_llamacpp_engine_refuses_sampler_old_logprobs(tmp_path: Path) -> None:
     text = (
-        '[data]\ntrain = "x"\n[rollout]\nengine = "llamacpp"\n'
-        '[optim]\nold_logprobs = "sampler"\n'
+        '[data]\ntrain = "x"\n[rollout]\nengine = "llamacpp"\n[optim]\nold_logprobs = "sampler"\n'
     )
-    with pytest.raises(UsageError, match="old_logprobs = 'recompute'"):
+    with pytest.raises(UsageError, match="old_logprobs = 'auto' or 'recompute'"):
         load_config(write(tmp_path, text))

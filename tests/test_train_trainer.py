@@ -85,10 +85,13 @@ def reference_loss(trainer: Trainer, clip: float = 0.2) -> float:
     return -total / tokens
 
 
+@pytest.mark.parametrize("old_logprobs", ["auto", "recompute"])
 def test_two_grpo_steps_train_the_adapter_with_the_reference_loss(
-    tiny_model: Path, data_file: Path, tmp_path: Path
+    tiny_model: Path, data_file: Path, tmp_path: Path, old_logprobs: str
 ) -> None:
-    config = TrainConfig.from_dict(tiny_config(tiny_model, data_file))
+    raw = tiny_config(tiny_model, data_file)
+    raw["optim"]["old_logprobs"] = old_logprobs
+    config = TrainConfig.from_dict(raw)
     trainer = make_trainer(config, tmp_path / "run")
     trainer.out.mkdir()
     position = Position()
@@ -116,6 +119,11 @@ def test_two_grpo_steps_train_the_adapter_with_the_reference_loss(
     assert position.step == 2
     lines = [json.loads(x) for x in (trainer.out / METRICS_FILE).read_text().splitlines()]
     assert [x["step"] for x in lines] == [1, 2]
+    # The policy sampled its own rollouts: its logprobs and the trainer's agree.
+    assert all(x["sampler_logprob_gap"] < 1e-4 for x in lines)
+    # The adapter is published for llama.cpp and for peft after every step.
+    assert (trainer.out / "adapter.gguf").is_file()
+    assert (trainer.out / "adapter" / "adapter_config.json").is_file()
 
 
 def test_resumed_run_matches_an_uninterrupted_one(

@@ -116,9 +116,11 @@ class OptimSection:
     clip_high: float = option(0.2, "PPO ratio clip above 1 (0.28 = DAPO's clip-higher)")
     kl_coef: float = option(0.0, "k3 KL penalty to the reference policy (papers: 0.001)")
     old_logprobs: str = option(
-        "recompute",
-        "recompute (a no-grad forward of the trainer before the update) or sampler (the "
-        "rollout backend's own, exact only when it ran the same fp32 weights)",
+        "auto",
+        "auto (with epochs = 1: the update's own forward, detached, which is what a separate "
+        "pass would compute, one forward cheaper; else recompute), recompute (a no-grad "
+        "forward of the trainer before the update) or sampler (the rollout backend's own, "
+        "exact only when it ran the same fp32 weights)",
     )
 
 
@@ -175,14 +177,14 @@ class TrainConfig:
             )
         if self.reward.estimator not in ESTIMATORS:
             raise UsageError(f"reward.estimator must be one of {', '.join(ESTIMATORS)}")
-        if self.optim.old_logprobs not in ("recompute", "sampler"):
-            raise UsageError("optim.old_logprobs must be 'recompute' or 'sampler'")
+        if self.optim.old_logprobs not in ("auto", "recompute", "sampler"):
+            raise UsageError("optim.old_logprobs must be 'auto', 'recompute' or 'sampler'")
         if self.rollout.engine not in ("transformers", "llamacpp"):
             raise UsageError("rollout.engine must be 'transformers' or 'llamacpp'")
-        if self.rollout.engine == "llamacpp" and self.optim.old_logprobs != "recompute":
+        if self.rollout.engine == "llamacpp" and self.optim.old_logprobs == "sampler":
             raise UsageError(
                 "rollout.engine = 'llamacpp' samples with other weights (quantised, another "
-                "kernel): set optim.old_logprobs = 'recompute'"
+                "kernel): set optim.old_logprobs = 'auto' or 'recompute'"
             )
         for name, value in (
             ("rollout.questions", self.rollout.questions),

@@ -19,7 +19,7 @@ from ..errors import UsageError
 from ..text.tokenizers import HFTokenizer
 from .checkpoint import Position
 from .config import ModelSection, TrainConfig
-from .policy import Policy, PolicyBackend
+from .policy import Policy
 from .trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,8 @@ class HeldOutEvaluation:
 
         folder = self.out / "eval" / f"step-{step:06d}"
         config = self.trainer.greedy_config()
-        backend = PolicyBackend(self.trainer.policy)
+        # The rollout engine's backend: with llamacpp, the exported adapter users will deploy.
+        backend = self.trainer.engine.open()
         tokenizer = self.trainer.tokenizer
         name = self.trainer.config.agent.name
         run_config = {
@@ -110,20 +111,27 @@ class HeldOutEvaluation:
             "record_tokens": False,
             "data": [str(Path(p).resolve()) for p in self.trainer.config.data.eval],
             **data_identity(self.samples),
-            "backend": {"backend": "transformers", "model": self.trainer.policy.name},
+            "backend": {
+                "backend": self.trainer.config.rollout.engine,
+                "model": self.trainer.policy.name,
+            },
             "training": {"folder": str(self.out.resolve()), "step": step},
         }
         with RunStore(folder, writer=True) as store:
             store.save_config(run_config)
-            summary = asyncio.run(
-                run_eval(
-                    self.samples,
-                    lambda report: make_agent(name, backend, tokenizer, config, report),
-                    store,
-                    concurrency=1,
-                    progress=self.trainer.progress,
+            try:
+                summary = asyncio.run(
+                    run_eval(
+                        self.samples,
+                        lambda report: make_agent(name, backend, tokenizer, config, report),
+                        store,
+                        concurrency=1,
+                        progress=self.trainer.progress,
+                    )
                 )
-            )
+            finally:
+                if backend is not self.trainer.backend:
+                    asyncio.run(backend.aclose())
             results = [r for r in store.results() if r.sample_id in {s.id for s in self.samples}]
         strict = [float(r.score.get("strict") or 0.0) for r in results]
         return {

@@ -45,6 +45,7 @@ CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 EVAL_FILE = "eval.jsonl"
 PLOT_FILE = "metrics.png"
+ADAPTER_GGUF = "adapter.gguf"
 
 
 @dataclass
@@ -174,13 +175,15 @@ class Trainer:
         rollout_seconds = time.perf_counter() - started
         rows, dropped = self._rows(rollouts)
         clock = time.perf_counter()
-        old, ref, gap = self._old_logprobs(rows)
+        given, ref = self._old_logprobs(rows)
         old_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
-        stats = self._update(rows, old, ref) if rows else UpdateStats()
+        old = given if given is not None else [[] for _ in rows]  # filled by the update
+        stats = self._update(rows, old, ref, fill_old=given is None) if rows else UpdateStats()
         update_seconds = time.perf_counter() - clock
         position.step = number
         self.last_rows, self.last_old_logprobs = rows, old  # for inspection and tests
+        gap = _sampler_gap(rows, old) if self.config.optim.old_logprobs != "sampler" else None
         record = self._record(number, rollouts, rows, dropped, stats, gap)
         record.update(
             seconds_rollout=rollout_seconds,
@@ -194,6 +197,7 @@ class Trainer:
             self.out / "checkpoints", position, self.policy.model, self.optimizer,
             self.scheduler, self.config.run.keep_checkpoints,
         )  # fmt: skip
+        self._publish_adapter()
         record["seconds_checkpoint"] = time.perf_counter() - clock
         if self._eval_due(number):
             self._evaluate(number)
@@ -284,30 +288,27 @@ class Trainer:
     @torch.no_grad()
     def _old_logprobs(
         self, rows: list[TrainingRow]
-    ) -> tuple[list[list[float]], list[list[float]] | None, float | None]:
-        """Old (and reference) logprobs of every completion token, and the mean absolute gap
-        between the sampler's logprobs and the trainer's (a health check worth logging)."""
+    ) -> tuple[list[list[float]] | None, list[list[float]] | None]:
+        """Old and reference logprobs of every completion token. Old ones are None when the
+        update computes them itself (``old_logprobs = "auto"`` with one epoch)."""
         model = self.policy.model
         model.eval()
-        recompute = self.config.optim.old_logprobs == "recompute"
-        want_ref = self.config.optim.kl_coef > 0.0
-        old: list[list[float]] = []
-        ref: list[list[float]] | None = [] if want_ref else None
+        mode = self.config.optim.old_logprobs
+        if mode == "auto":
+            mode = "inline" if self.config.optim.epochs == 1 else "recompute"
+        old: list[list[float]] | None = None if mode == "inline" else []
+        ref: list[list[float]] | None = [] if self.config.optim.kl_coef > 0.0 else None
         for chunk in self._micro_batches(rows):
             batch = make_batch(chunk, self.pad_id)
-            if recompute:
-                old.extend(unpadded(completion_logprobs(model, batch), batch))
-            else:
-                old.extend(list(r.old_logprobs or []) for r in chunk)
+            if old is not None:
+                if mode == "recompute":
+                    old.extend(unpadded(completion_logprobs(model, batch), batch))
+                else:
+                    old.extend(list(r.old_logprobs or []) for r in chunk)
             if ref is not None:
                 with self._reference() as reference:
                     ref.extend(unpadded(completion_logprobs(reference, batch), batch))
-        gaps = [
-            abs(a - b)
-            for row, mine in zip(rows, old, strict=True)
-            for a, b in zip(row.old_logprobs or [], mine, strict=False)
-        ]
-        return old, ref, fmean(gaps) if gaps and recompute else None
+        return old, ref
 
     def _reference(self) -> Any:
         """The reference policy: the base model with the adapter switched off (LoRA), or the
@@ -324,8 +325,12 @@ class Trainer:
         rows: list[TrainingRow],
         old: list[list[float]],
         ref: list[list[float]] | None,
+        *,
+        fill_old: bool = False,
     ) -> UpdateStats:
-        """``epochs`` optimizer steps, each a token mean over every row of the step."""
+        """``epochs`` optimizer steps, each a token mean over every row of the step.
+        ``fill_old``: ``old`` is empty and the first (only) epoch's forward, detached, is
+        the old policy's logprobs (the weights have not moved yet), written into ``old``."""
         model = self.policy.model
         optim = self.config.optim
         total_tokens = sum(len(r.completion_ids) for r in rows)
@@ -339,8 +344,12 @@ class Trainer:
             for chunk in self._micro_batches(rows):
                 batch = make_batch(chunk, self.pad_id)
                 ids = [index[id(r)] for r in chunk]
+                logprobs = completion_logprobs(model, batch)
+                if fill_old:
+                    for i, values in zip(ids, unpadded(logprobs.detach(), batch), strict=True):
+                        old[i] = values
                 terms = policy_loss(
-                    completion_logprobs(model, batch),
+                    logprobs,
                     padded([old[i] for i in ids], batch.width),
                     torch.tensor([r.advantage for r in chunk], dtype=torch.float32),
                     batch.mask,
@@ -403,6 +412,17 @@ class Trainer:
             "samples": [s.id for s in rollouts.samples],
         }
 
+    def _publish_adapter(self) -> None:
+        """The latest LoRA as users load it: ``adapter.gguf`` for llama.cpp (``--adapter``)
+        and ``adapter/`` for peft. Nothing for full fine-tuning."""
+        model = self.policy.model
+        if not hasattr(model, "peft_config"):
+            return
+        from .export import export_lora_gguf
+
+        export_lora_gguf(model, self.out / ADAPTER_GGUF)
+        model.save_pretrained(self.out / "adapter")
+
     def _save_or_check_config(self) -> None:
         """Save the resolved config; a resumed run must have the same one (``run.steps``
         excepted, so a finished run can be extended)."""
@@ -453,6 +473,17 @@ class Trainer:
     def greedy_config(self) -> Any:
         """The agent config held-out evaluation runs with: greedy, same budgets."""
         return self._agent_config(seed=None, temperature=0.0)
+
+
+def _sampler_gap(rows: list[TrainingRow], old: list[list[float]]) -> float | None:
+    """Mean |sampler logprob - trainer logprob| over the step's tokens: 0 up to float noise
+    when the policy sampled, larger when llama.cpp did (quantised weights, other kernels)."""
+    gaps = [
+        abs(a - b)
+        for row, mine in zip(rows, old, strict=True)
+        for a, b in zip(row.old_logprobs or [], mine, strict=False)
+    ]
+    return fmean(gaps) if gaps else None
 
 
 def _rollout_seed(seed: int, step: int, group: int, k: int) -> int:

@@ -1,0 +1,173 @@
+"""Advantages for a batch of conversation rows, grouped by question and by rollout
+(engine-neutral; ALGORITHMS.md sections 2, 3 and 7).
+
+An engine hands its advantage step a flat batch: one row per conversation, named in verl 0.9
+by a key ``{uid}_{session}_{index}`` (the question, the rollout of it, the conversation's place
+in the rollout; ``trainer/ppo/v1/utils.py``). :func:`row_advantages` regroups the rows, takes
+each rollout's outcome from its final row (as verl's multi-trajectory GRPO does), computes the
+group advantages with :mod:`longread.train.advantages` and gives every row its value:
+
+- ``grpo``: the outcome advantage of the rollout, broadcast to its conversations;
+- ``rememr1``: ReMemR1's per-step mix of the outcome and step terms (alpha 0.8);
+- ``rea``: MemReread's ReA, broadcast; with ``alpha > 0`` mixed with a step term (the
+  reference mixes 0.05, but ALGORITHMS.md does not define MemReread's step reward, so the
+  mix is off unless asked for and the loop records step rewards).
+
+Unlike verl's GRPO, a question with a single rollout gets advantage 0 (its reward is its
+mean), as :func:`~longread.train.advantages.grpo_advantages` defines it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..advantages import (
+    broadcast,
+    centred_step_terms,
+    grpo_advantages,
+    mix_rea,
+    rea_advantages,
+    rememr1_advantages,
+)
+from .rows import PAYLOAD_KEY
+
+METHODS = ("grpo", "rememr1", "rea")
+# ReMemR1's alpha weighs the outcome term (paper: 0.8); ReA's weighs a step term, off by
+# default (see the module docstring). grpo has no alpha.
+DEFAULT_ALPHA = {"grpo": 0.0, "rememr1": 0.8, "rea": 0.0}
+DEFAULT_THETA = 0.9
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """One row of the batch: which question, which rollout, which conversation of it, and
+    what the loop recorded for the advantage (None where it recorded nothing)."""
+
+    uid: str
+    session: str
+    index: int
+    step_reward: float | None = None
+    rereads: int | None = None
+    padding: bool = False  # a row the engine added to fill a batch: advantage 0, no group
+
+
+def parse_row_key(key: str) -> tuple[str, str, int]:
+    """``{uid}_{session}_{index}`` -> (uid, session, index). The uid may hold underscores;
+    the last two fields may not (verl splits the same way)."""
+    parts = key.rsplit("_", 2)
+    if len(parts) != 3 or not parts[2].isdigit():
+        raise ValueError(f"row key {key!r} is not '{{uid}}_{{session}}_{{index}}'")
+    return parts[0], parts[1], int(parts[2])
+
+
+def session_rows(
+    keys: Sequence[str],
+    extra_fields: Sequence[Mapping[str, Any] | None],
+    padding: Sequence[bool] | None = None,
+) -> list[SessionRow]:
+    """The batch's rows from the engine's keys and each row's extra fields (the loop's
+    payload under :data:`~longread.train.verl.rows.PAYLOAD_KEY`; absent on padding rows)."""
+    if len(extra_fields) != len(keys) or (padding is not None and len(padding) != len(keys)):
+        raise ValueError("keys, extra fields and padding flags must have one entry per row")
+    rows = []
+    for i, key in enumerate(keys):
+        uid, session, index = parse_row_key(key)
+        payload = (extra_fields[i] or {}).get(PAYLOAD_KEY) or {}
+        reward, rereads = payload.get("step_reward"), payload.get("rereads")
+        rows.append(
+            SessionRow(
+                uid, session, index,
+                step_reward=None if reward is None else float(reward),
+                rereads=None if rereads is None else int(rereads),
+                padding=bool(padding[i]) if padding is not None else False,
+            )
+        )  # fmt: skip
+    return rows
+
+
+def row_advantages(
+    rows: Sequence[SessionRow],
+    outcomes: Sequence[float],
+    method: str,
+    *,
+    alpha: float | None = None,
+    theta: float = DEFAULT_THETA,
+    std_normalise: bool = False,
+) -> list[float]:
+    """One advantage per row, in the rows' order. ``outcomes[i]`` is row i's reward; a
+    rollout's outcome is its final (highest-index) row's. ``alpha`` defaults to the method's
+    paper value; ``theta`` is ReA's correctness threshold; ``std_normalise`` applies to grpo.
+
+    Raises ValueError when a rollout's conversation indices are not 0..n-1, or when the
+    method needs what a row lacks (step rewards for rememr1, reread counts for rea).
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    if len(outcomes) != len(rows):
+        raise ValueError(f"{len(outcomes)} outcomes for {len(rows)} rows")
+    weight = DEFAULT_ALPHA[method] if alpha is None else alpha
+    result = [0.0] * len(rows)
+    for sessions in _groups(rows).values():
+        finals = [outcomes[positions[-1]] for positions in sessions]
+        if method == "grpo":
+            outcome = grpo_advantages(finals, std_normalise=std_normalise)
+            values = [broadcast(a, len(p)) for a, p in zip(outcome, sessions, strict=True)]
+        elif method == "rememr1":
+            values = rememr1_advantages(finals, _step_rewards(rows, sessions, "rememr1"), weight)
+        else:
+            values = _rea(rows, sessions, finals, weight, theta)
+        for positions, session_values in zip(sessions, values, strict=True):
+            for position, value in zip(positions, session_values, strict=True):
+                result[position] = value
+    return result
+
+
+def _groups(rows: Sequence[SessionRow]) -> dict[str, list[list[int]]]:
+    """uid -> its rollouts, each the row positions in conversation order. Padding rows are
+    left out (they keep advantage 0)."""
+    by_uid: dict[str, dict[str, list[int]]] = {}
+    for position, row in enumerate(rows):
+        if not row.padding:
+            by_uid.setdefault(row.uid, {}).setdefault(row.session, []).append(position)
+    groups: dict[str, list[list[int]]] = {}
+    for uid, sessions in by_uid.items():
+        ordered = [sorted(p, key=lambda i: rows[i].index) for p in sessions.values()]
+        for positions in ordered:
+            indices = [rows[i].index for i in positions]
+            if indices != list(range(len(indices))):
+                raise ValueError(
+                    f"rollout {rows[positions[0]].session} of {uid} has conversations "
+                    f"{indices}; expected 0..{len(indices) - 1}"
+                )
+        groups[uid] = ordered
+    return groups
+
+
+def _step_rewards(
+    rows: Sequence[SessionRow], sessions: list[list[int]], method: str
+) -> list[list[float]]:
+    rewards = [[rows[i].step_reward for i in positions] for positions in sessions]
+    if any(r is None for session in rewards for r in session):
+        raise ValueError(
+            f"{method} needs a step reward on every conversation; set step_rewards: rememr1 "
+            "in the agent loop config"
+        )
+    return [[float(r) for r in session if r is not None] for session in rewards]
+
+
+def _rea(
+    rows: Sequence[SessionRow],
+    sessions: list[list[int]],
+    finals: list[float],
+    alpha: float,
+    theta: float,
+) -> list[list[float]]:
+    rereads = [rows[positions[-1]].rereads for positions in sessions]
+    if any(k is None for k in rereads):
+        raise ValueError("rea needs each rollout's reread count; the longread loop records it")
+    rea = rea_advantages(finals, [int(k or 0) for k in rereads], theta)
+    if alpha == 0.0:
+        return [broadcast(a, len(p)) for a, p in zip(rea, sessions, strict=True)]
+    return mix_rea(rea, centred_step_terms(_step_rewards(rows, sessions, "rea")), alpha)
