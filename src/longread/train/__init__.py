@@ -1,8 +1,10 @@
 """Training the memory agents (ALGORITHMS.md sections 2, 3 and 7): rollouts are the agents' own
 runs with token records; rewards and advantages are pure functions over them; every
-conversation becomes one training row. The trainer itself is being built (issue 9).
+conversation becomes one training row.
 
-``loss`` needs torch (extra ``train``) and is not imported here, so the rest stays light."""
+The pure parts are imported here. The torch parts (``loss``, ``policy``, ``trainer``,
+``session``, ``export``) need the ``train`` extra and are imported from their modules, so the
+rest stays light; ``verl`` holds the adapter for verl's GPU trainer."""
 
 from .advantages import (
     broadcast,
