@@ -200,3 +200,43 @@ def _toml(raw: dict) -> str:
 def test_print_config_lists_every_default() -> None:
     printed = tomllib.loads(describe_defaults())
     assert printed == asdict(TrainConfig())
+
+
+def test_full_fine_tuning_with_a_kl_to_the_frozen_reference(
+    tiny_model: Path, data_file: Path, tmp_path: Path
+) -> None:
+    raw = tiny_config(tiny_model, data_file, steps=1)
+    raw["model"]["lora"] = False
+    raw["optim"].update(kl_coef=0.1, lr=0.01)
+    config = TrainConfig.from_dict(raw)
+    from longread.train.session import load_data
+
+    policy = load_policy(config.model, config.run.seed)
+    reference = load_policy(config.model, config.run.seed).model.eval()
+    samples = load_data(config.data.train, "training")
+    trainer = Trainer(
+        config, policy, policy_tokenizer(policy), samples, tmp_path / "run",
+        progress=False, reference=reference,
+    )  # fmt: skip
+    before = trainable(trainer)
+    assert len(before) == len(list(policy.model.parameters()))  # every weight trains
+    trainer.run()
+    after = trainable(trainer)
+    assert sum(not torch.equal(before[n], after[n]) for n in before) > len(before) // 2
+    (line,) = [json.loads(x) for x in (trainer.out / METRICS_FILE).read_text().splitlines()]
+    # The policy equals the reference before the update, so the step's KL is 0 (k3 >= 0).
+    assert line["kl"] == pytest.approx(0.0, abs=1e-6)
+    assert not (trainer.out / "adapter.gguf").exists()  # no LoRA to publish
+
+
+def test_lora_kl_reference_is_the_base_with_the_adapter_off(
+    tiny_model: Path, data_file: Path, tmp_path: Path
+) -> None:
+    raw = tiny_config(tiny_model, data_file, steps=2)
+    raw["optim"]["kl_coef"] = 0.5
+    trainer = make_trainer(TrainConfig.from_dict(raw), tmp_path / "run")
+    trainer.run()
+    kls = [json.loads(x)["kl"] for x in (trainer.out / METRICS_FILE).read_text().splitlines()]
+    # LoRA starts as the identity (B = 0): no divergence at step 1, some after one update.
+    assert kls[0] == pytest.approx(0.0, abs=1e-6)
+    assert kls[1] > 0.0
