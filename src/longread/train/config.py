@@ -42,6 +42,9 @@ class ModelSection:
         metadata=helped("modules that get a LoRA adapter"),
     )
     context_window: int = option(0, "tokens one call may use; 0 = the model's own")
+    adapter: str = option(
+        "", "start from this peft adapter folder (e.g. an sft run's adapter/); '' = a new LoRA"
+    )
 
 
 @dataclass
@@ -126,7 +129,12 @@ class OptimSection:
 
 @dataclass
 class RunSection:
-    steps: int = option(10, "GRPO steps to train")
+    objective: str = option(
+        "grpo",
+        "grpo (RL on the agent's own rollouts) or sft (supervised warm start on oracle "
+        "memagent episodes: the evidence sentences copied into the notes, the gold answer boxed)",
+    )
+    steps: int = option(10, "training steps (each takes rollout.questions samples)")
     seed: int = option(0, "seed of data order, rollouts and initialisation")
     eval_every: int = option(
         0, "evaluate the held-out set every K steps (and at the end); 0 = never"
@@ -179,6 +187,12 @@ class TrainConfig:
             raise UsageError(f"reward.estimator must be one of {', '.join(ESTIMATORS)}")
         if self.optim.old_logprobs not in ("auto", "recompute", "sampler"):
             raise UsageError("optim.old_logprobs must be 'auto', 'recompute' or 'sampler'")
+        if self.run.objective not in ("grpo", "sft"):
+            raise UsageError("run.objective must be 'grpo' or 'sft'")
+        if self.run.objective == "sft" and self.agent.name != "memagent":
+            raise UsageError("run.objective = 'sft' builds memagent episodes: agent.name memagent")
+        if self.model.adapter and not self.model.lora:
+            raise UsageError("model.adapter continues a LoRA: set model.lora = true")
         if self.rollout.engine not in ("transformers", "llamacpp"):
             raise UsageError("rollout.engine must be 'transformers' or 'llamacpp'")
         if self.rollout.engine == "llamacpp" and self.optim.old_logprobs == "sampler":
@@ -250,6 +264,8 @@ def load_config(path: str | Path) -> TrainConfig:
         config.rollout.base_gguf = _near(file, config.rollout.base_gguf)
     if config.model.path != "smollm2":
         config.model.path = _near(file, config.model.path)
+    if config.model.adapter:
+        config.model.adapter = _near(file, config.model.adapter)
     return config
 
 

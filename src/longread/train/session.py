@@ -38,7 +38,14 @@ def load_policy(section: ModelSection, seed: int) -> Policy:
         tokenizer = AutoTokenizer.from_pretrained(folder)
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot load a model from {folder}: {exc}") from None
-    if section.lora:
+    if section.lora and section.adapter:
+        from peft import PeftModel
+
+        try:
+            model = PeftModel.from_pretrained(model, section.adapter, is_trainable=True)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot load the adapter {section.adapter}: {exc}") from None
+    elif section.lora:
         from peft import LoraConfig, get_peft_model
 
         torch.manual_seed(seed)

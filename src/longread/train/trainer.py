@@ -39,6 +39,7 @@ from .engines import make_engine
 from .episodes import TrainingRow, training_rows
 from .forward import completion_logprobs, make_batch, padded, unpadded
 from .loss import policy_loss
+from .oracle import oracle_rows
 from .policy import Policy, PolicyBackend
 
 CONFIG_FILE = "config.json"
@@ -160,7 +161,7 @@ class Trainer:
             while position.step < total and (stop_after is None or ran < stop_after):
                 record = self.step(position)
                 bar.update(1)
-                bar.set_postfix(reward=f"{record['reward']:.2f}", acc=f"{record['accuracy']:.2f}")
+                bar.set_postfix(_postfix(record))
                 ran += 1
         finally:
             bar.close()
@@ -169,28 +170,12 @@ class Trainer:
     def step(self, position: Position) -> dict[str, Any]:
         """Run step ``position.step + 1``, checkpoint it, and return its metrics record."""
         number = position.step + 1
-        started = time.perf_counter()
-        samples = self.data.take(position, self.config.rollout.questions)
-        rollouts = self._rollout(samples, number)
-        rollout_seconds = time.perf_counter() - started
-        rows, dropped = self._rows(rollouts)
-        clock = time.perf_counter()
-        given, ref = self._old_logprobs(rows)
-        old_seconds = time.perf_counter() - clock
-        clock = time.perf_counter()
-        old = given if given is not None else [[] for _ in rows]  # filled by the update
-        stats = self._update(rows, old, ref, fill_old=given is None) if rows else UpdateStats()
-        update_seconds = time.perf_counter() - clock
+        if self.config.run.objective == "sft":
+            record = self._sft_step(position, number)
+        else:
+            record = self._grpo_step(position, number)
         position.step = number
-        self.last_rows, self.last_old_logprobs = rows, old  # for inspection and tests
-        gap = _sampler_gap(rows, old) if self.config.optim.old_logprobs != "sampler" else None
-        record = self._record(number, rollouts, rows, dropped, stats, gap)
-        record.update(
-            seconds_rollout=rollout_seconds,
-            seconds_old_logprobs=old_seconds,
-            seconds_update=update_seconds,
-            lr=self.scheduler.get_last_lr()[0],
-        )
+        record["lr"] = self.scheduler.get_last_lr()[0]
         metrics.append_line(self.out / METRICS_FILE, record)
         clock = time.perf_counter()
         checkpoint.save_checkpoint(
@@ -203,6 +188,77 @@ class Trainer:
             self._evaluate(number)
         metrics.plot(self.out / METRICS_FILE, self.out / EVAL_FILE, self.out / PLOT_FILE)
         return record
+
+    def _grpo_step(self, position: Position, number: int) -> dict[str, Any]:
+        started = time.perf_counter()
+        samples = self.data.take(position, self.config.rollout.questions)
+        rollouts = self._rollout(samples, number)
+        rollout_seconds = time.perf_counter() - started
+        rows, dropped = self._rows(rollouts)
+        clock = time.perf_counter()
+        given, ref = self._old_logprobs(rows)
+        old_seconds = time.perf_counter() - clock
+        clock = time.perf_counter()
+        old = given if given is not None else [[] for _ in rows]  # filled by the update
+        stats = self._update(rows, old, ref, fill_old=given is None) if rows else UpdateStats()
+        update_seconds = time.perf_counter() - clock
+        self.last_rows, self.last_old_logprobs = rows, old  # for inspection and tests
+        gap = _sampler_gap(rows, old) if self.config.optim.old_logprobs != "sampler" else None
+        record = self._record(number, rollouts, rows, dropped, stats, gap)
+        record.update(
+            seconds_rollout=rollout_seconds,
+            seconds_old_logprobs=old_seconds,
+            seconds_update=update_seconds,
+        )
+        return record
+
+    def _sft_step(self, position: Position, number: int) -> dict[str, Any]:
+        """A supervised step on oracle episodes (``run.objective = "sft"``): the warm start."""
+        clock = time.perf_counter()
+        samples = self.data.take(position, self.config.rollout.questions)
+        rows = oracle_rows(self._oracle_agent(), self.policy, samples)
+        prepare_seconds = time.perf_counter() - clock
+        clock = time.perf_counter()
+        loss, grad_norm = self._supervised_update(rows)
+        updates = [len(r.completion_ids) for r in rows if not r.is_final]
+        self.last_rows = rows
+        return {
+            "step": number,
+            "objective": "sft",
+            "loss": loss,
+            "reward": None,
+            "accuracy": None,
+            "memory_tokens": fmean(updates) if updates else None,
+            "rows": len(rows),
+            "tokens": sum(len(r.completion_ids) for r in rows),
+            "grad_norm": grad_norm,
+            "samples": [s.id for s in samples],
+            "seconds_rollout": prepare_seconds,
+            "seconds_old_logprobs": 0.0,
+            "seconds_update": time.perf_counter() - clock,
+        }
+
+    def _oracle_agent(self) -> Any:
+        return make_agent("memagent", self.backend, self.tokenizer, self._agent_config(seed=None))
+
+    def _supervised_update(self, rows: list[TrainingRow]) -> tuple[float, float]:
+        """One AdamW step on the token-mean negative log-likelihood of the completions."""
+        model = self.policy.model
+        model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        total_tokens = sum(len(r.completion_ids) for r in rows)
+        loss_sum = 0.0
+        for chunk in self._micro_batches(rows):
+            batch = make_batch(chunk, self.pad_id)
+            nll = -(completion_logprobs(model, batch) * batch.mask).sum() / total_tokens
+            nll.backward()
+            loss_sum += float(nll.detach())
+        clip = self.config.optim.grad_clip if self.config.optim.grad_clip > 0 else float("inf")
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, clip))
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss_sum, grad_norm
 
     # -- phases ----------------------------------------------------------------------------
 
@@ -473,6 +529,12 @@ class Trainer:
     def greedy_config(self) -> Any:
         """The agent config held-out evaluation runs with: greedy, same budgets."""
         return self._agent_config(seed=None, temperature=0.0)
+
+
+def _postfix(record: dict[str, Any]) -> dict[str, str]:
+    if record.get("reward") is None:
+        return {"loss": f"{record['loss']:.3f}"}
+    return {"reward": f"{record['reward']:.2f}", "acc": f"{record['accuracy']:.2f}"}
 
 
 def _sampler_gap(rows: list[TrainingRow], old: list[list[float]]) -> float | None:

@@ -1,0 +1,95 @@
+"""Oracle memagent episodes: the conversations an ideal note-keeper would have, for a warm start.
+
+The prompts are the agent's own (its chunking, ``update_messages``, ``final_messages``), so a
+model fine-tuned on them reads exactly what it will read at run time. The ideal reply to an
+update is the old notes plus the sentences of the section that hold evidence, copied; the ideal
+final reply is the gold answer in ``\\boxed{}``. Evidence sentences are those that contain a gold
+answer (a needle's sentence), or the ones a sample lists in ``meta["evidence"]`` (e.g. HotpotQA's
+supporting sentences). This is supervised data derived from the gold answer: a warm start must be
+reported as such, separately from RL (ALGORITHMS.md, issue 10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..agents.memagent import NO_MEMORY, MemAgent, final_messages, update_messages
+from ..data.records import Sample
+from ..llm.base import Message
+from .episodes import TrainingRow
+from .policy import Policy
+
+# A sentence ends at . ! or ? followed by whitespace; good enough for needles and Wikipedia.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True)
+class OracleTurn:
+    """One conversation of an oracle episode: what the agent sends, and the ideal reply."""
+
+    messages: list[Message]
+    reply: str
+    kind: str  # "update" or "final"
+
+
+def evidence_sentences(sample: Sample) -> list[str]:
+    """The sentences an ideal reader keeps: ``meta["evidence"]`` when the sample lists them,
+    else every sentence of the document that contains a gold answer."""
+    listed = sample.meta.get("evidence")
+    if listed:
+        return [str(s).strip() for s in listed if str(s).strip()]
+    golds = [g for g in sample.answers if g.strip()]
+    sentences = (s.strip() for s in _SENTENCE_END.split(sample.context))
+    return [s for s in sentences if s and any(g in s for g in golds)]
+
+
+async def oracle_episode(agent: MemAgent, sample: Sample) -> list[OracleTurn]:
+    """The ideal memagent run over ``sample`` with ``agent``'s chunking and prompts."""
+    prompts = agent.config.prompts
+    evidence = evidence_sentences(sample)
+    _, chunks = await agent.chunks(sample.question, sample.context)
+    memory = NO_MEMORY
+    turns = []
+    for chunk in chunks:
+        messages = update_messages(sample.question, memory, chunk.text, prompts)
+        found = [s for s in evidence if s in chunk.text and s not in memory]
+        if found:
+            memory = " ".join(found) if memory == NO_MEMORY else f"{memory} {' '.join(found)}"
+        turns.append(OracleTurn(messages, memory, "update"))
+    final = final_messages(sample.question, memory, prompts)
+    turns.append(OracleTurn(final, f"\\boxed{{{_shortest(sample.answers)}}}", "final"))
+    return turns
+
+
+def oracle_rows(agent: MemAgent, policy: Policy, samples: Sequence[Sample]) -> list[TrainingRow]:
+    """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
+    through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
+    agent's token cap (a reply the cap would cut is learnt cut, without end-of-turn)."""
+    eos = policy.tokenizer.eos_token_id
+    rows = []
+    for sample in samples:
+        turns = asyncio.run(oracle_episode(agent, sample))
+        for index, turn in enumerate(turns):
+            cap = agent.config.final_tokens if turn.kind == "final" else agent.config.memory_tokens
+            ids = [*policy.tokenizer.encode(turn.reply, add_special_tokens=False), eos]
+            rows.append(
+                TrainingRow(
+                    prompt_ids=policy.prompt_ids(turn.messages),
+                    completion_ids=ids[:cap],
+                    old_logprobs=None,
+                    advantage=1.0,
+                    group=sample.id,
+                    rollout="oracle",
+                    step=index,
+                    is_final=turn.kind == "final",
+                )
+            )
+    return rows
+
+
+def _shortest(answers: Sequence[str]) -> str:
+    usable = [a for a in answers if a.strip()]
+    return min(usable, key=len) if usable else ""

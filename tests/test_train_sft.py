@@ -1,0 +1,96 @@
+"""The warm start: oracle memagent episodes and supervised steps on them (tiny random Llama)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")  # the 'train' extra; `make install` always installs it
+
+from longread.agents import make_agent, make_config  # noqa: E402
+from longread.agents.memagent import NO_MEMORY  # noqa: E402
+from longread.data.records import Sample  # noqa: E402
+from longread.train.config import ModelSection, TrainConfig  # noqa: E402
+from longread.train.oracle import evidence_sentences, oracle_episode, oracle_rows  # noqa: E402
+from longread.train.policy import PolicyBackend  # noqa: E402
+from longread.train.session import load_policy, policy_tokenizer  # noqa: E402
+from longread.train.trainer import METRICS_FILE  # noqa: E402
+
+from .test_train_trainer import make_trainer, tiny_config  # noqa: E402
+from .tiny_policy import build_tiny_policy_folder, two_chunk_samples  # noqa: E402
+
+NEEDLE = "The special magic number is 4810."
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_policy_folder(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def sample() -> Sample:
+    row = two_chunk_samples(1)[0]
+    return Sample(row["id"], row["question"], row["context"], row["answers"])  # type: ignore[arg-type]
+
+
+def test_evidence_is_the_sentence_holding_the_answer_or_the_listed_one() -> None:
+    assert evidence_sentences(sample()) == [NEEDLE]
+    listed = Sample("x", "q?", "A b. C d.", ["zzz"], {"evidence": ["C d."]})
+    assert evidence_sentences(listed) == ["C d."]
+
+
+def test_oracle_episode_keeps_the_needle_from_the_chunk_that_holds_it(tiny_model: Path) -> None:
+    policy = load_policy(ModelSection(path=str(tiny_model), lora=False), seed=0)
+    config = make_config("memagent", chunk_tokens=250, memory_tokens=32, prompt_set="notes")
+    agent = make_agent("memagent", PolicyBackend(policy), policy_tokenizer(policy), config)
+    turns = asyncio.run(oracle_episode(agent, sample()))
+    assert [t.kind for t in turns] == ["update", "update", "final"]
+    first_chunk = turns[0].messages[0]["content"]
+    # The needle sits mid-document: the chunk that holds it gets it added, the notes carry on.
+    expected = [NEEDLE, NEEDLE] if NEEDLE in first_chunk else [NO_MEMORY, NEEDLE]
+    assert [t.reply for t in turns[:2]] == expected
+    assert NEEDLE in turns[2].messages[0]["content"]  # the final call reads the notes
+    assert turns[2].reply == "\\boxed{4810}"
+    rows = oracle_rows(agent, policy, [sample()])
+    eos = policy.tokenizer.eos_token_id
+    assert [r.completion_ids[-1] for r in rows] == [eos, eos, eos]
+    assert rows[2].prompt_ids == policy.prompt_ids(turns[2].messages)
+    assert policy.tokenizer.decode(rows[2].completion_ids[:-1]) == "\\boxed{4810}"
+
+
+def sft_config(tiny_model: Path, tmp_path: Path, steps: int) -> dict:
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in two_chunk_samples(2)))
+    raw = tiny_config(tiny_model, data, steps=steps)
+    raw["run"]["objective"] = "sft"
+    raw["agent"].update(memory_tokens=32, final_tokens=16)
+    return raw
+
+
+def test_sft_steps_lower_the_loss_on_the_oracle_replies(tiny_model: Path, tmp_path: Path) -> None:
+    raw = sft_config(tiny_model, tmp_path, steps=5)
+    raw["model"]["lora"] = False  # a tiny random model learns fast only with every weight
+    raw["optim"]["lr"] = 0.01
+    trainer = make_trainer(TrainConfig.from_dict(raw), tmp_path / "run")
+    trainer.run()
+    lines = [json.loads(x) for x in (trainer.out / METRICS_FILE).read_text().splitlines()]
+    assert [x["objective"] for x in lines] == ["sft"] * 5
+    # Both samples are seen every step (2 questions a step, 2 samples): the loss must fall.
+    assert lines[-1]["loss"] < lines[0]["loss"] * 0.8
+
+
+def test_a_grpo_stage_starts_from_the_sft_adapter(tiny_model: Path, tmp_path: Path) -> None:
+    raw = sft_config(tiny_model, tmp_path, steps=1)
+    raw["optim"]["lr"] = 0.05
+    sft = make_trainer(TrainConfig.from_dict(raw), tmp_path / "sft")
+    sft.run()
+    raw["run"]["objective"] = "grpo"
+    raw["model"]["adapter"] = str(sft.out / "adapter")
+    grpo = make_trainer(TrainConfig.from_dict(raw), tmp_path / "grpo")
+    warm = dict(sft.policy.model.named_parameters())
+    lora_b = [(n, p) for n, p in grpo.policy.model.named_parameters() if "lora_B" in n]
+    assert lora_b and all(p.requires_grad for _, p in lora_b)
+    assert all(torch.equal(p, warm[n]) for n, p in lora_b)
+    assert any(p.abs().sum() > 0 for _, p in lora_b)  # the warm start, not a fresh LoRA
