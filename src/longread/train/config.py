@@ -15,6 +15,9 @@ from typing import Any
 
 from ..errors import UsageError
 
+# Who samples the rollouts (see engines.py); here so that checking a config needs no torch.
+ENGINES = ("transformers", "llamacpp")
+
 
 def option(default: Any, help: str) -> Any:
     """A config field with its default and the help ``--print-config`` shows."""
@@ -193,8 +196,8 @@ class TrainConfig:
             raise UsageError("run.objective = 'sft' builds memagent episodes: agent.name memagent")
         if self.model.adapter and not self.model.lora:
             raise UsageError("model.adapter continues a LoRA: set model.lora = true")
-        if self.rollout.engine not in ("transformers", "llamacpp"):
-            raise UsageError("rollout.engine must be 'transformers' or 'llamacpp'")
+        if self.rollout.engine not in ENGINES:
+            raise UsageError(f"rollout.engine must be one of {', '.join(ENGINES)}")
         if self.rollout.engine == "llamacpp" and self.optim.old_logprobs == "sampler":
             raise UsageError(
                 "rollout.engine = 'llamacpp' samples with other weights (quantised, another "

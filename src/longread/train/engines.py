@@ -19,8 +19,6 @@ from ..llm.base import LLMBackend
 from .config import TrainConfig
 from .policy import Policy, PolicyBackend
 
-ENGINES = ("transformers", "llamacpp")
-
 
 class RolloutEngine(Protocol):
     def open(self) -> LLMBackend:

@@ -7,8 +7,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..files import write_json
-
 # What the plot shows, one panel each, in this order.
 PANELS = (
     ("reward", "reward (mean)"),
@@ -84,7 +82,3 @@ def plot(metrics: Path, evals: Path, out: Path) -> Path | None:
     fig.savefig(out, dpi=80)
     plt.close(fig)
     return out
-
-
-def save_summary(path: Path, record: dict[str, Any]) -> None:
-    write_json(path, record)

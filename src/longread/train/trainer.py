@@ -13,10 +13,10 @@ command continues exactly as if it had never stopped.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import contextlib
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
@@ -366,15 +366,18 @@ class Trainer:
                     ref.extend(unpadded(completion_logprobs(reference, batch), batch))
         return old, ref
 
-    def _reference(self) -> Any:
+    @contextlib.contextmanager
+    def _reference(self) -> Iterator[Any]:
         """The reference policy: the base model with the adapter switched off (LoRA), or the
         frozen copy passed in (full fine-tuning)."""
         if self.reference is not None:
-            return _Given(self.reference)
+            yield self.reference
+            return
         disable = getattr(self.policy.model, "disable_adapter", None)
         if disable is None:
             raise UsageError("optim.kl_coef > 0 with full fine-tuning needs a reference model")
-        return _Disabled(self.policy.model, disable)
+        with disable():
+            yield self.policy.model
 
     def _update(
         self,
@@ -550,26 +553,3 @@ def _sampler_gap(rows: list[TrainingRow], old: list[list[float]]) -> float | Non
 
 def _rollout_seed(seed: int, step: int, group: int, k: int) -> int:
     return random.Random(f"{seed}:{step}:{group}:{k}").randrange(2**31)
-
-
-class _Disabled:
-    def __init__(self, model: Any, disable: Any) -> None:
-        self.model, self.context = model, disable()
-
-    def __enter__(self) -> Any:
-        self.context.__enter__()
-        return self.model
-
-    def __exit__(self, *exc: object) -> None:
-        self.context.__exit__(*exc)
-
-
-@dataclasses.dataclass
-class _Given:
-    model: Any
-
-    def __enter__(self) -> Any:
-        return self.model
-
-    def __exit__(self, *exc: object) -> None:
-        return None
