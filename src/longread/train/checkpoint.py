@@ -8,6 +8,7 @@ matrices, or every weight for full fine-tuning); the frozen base is reloaded fro
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from dataclasses import asdict, dataclass
@@ -82,8 +83,6 @@ def load_checkpoint(
     path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
 ) -> Position:
     """Restore weights, optimizer, scheduler and RNG from ``path``; return its position."""
-    import json
-
     weights = torch.load(path / "weights.pt", weights_only=True)
     params = dict(model.named_parameters())
     missing = sorted(set(weights) ^ {n for n, p in params.items() if p.requires_grad})

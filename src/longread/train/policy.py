@@ -131,7 +131,8 @@ class PolicyBackend:
     """An ``LLMBackend`` over a ``Policy``: one call at a time, off the event loop.
 
     Token records are always returned (``prompt_ids``, ``token_ids``, ``logprobs``); a call with
-    ``seed=None`` draws from the backend's own generator, seeded at construction."""
+    ``seed=None`` draws from the backend's own generator, seeded at construction. Stop strings
+    cut the text but not generation (no agent uses them); ``token_ids`` are what was sampled."""
 
     name = "transformers"
 

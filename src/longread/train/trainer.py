@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -488,8 +489,6 @@ class Trainer:
         path = self.out / CONFIG_FILE
         resolved = self.config.to_dict()
         if path.is_file():
-            import json
-
             saved = json.loads(path.read_text())
             mine = {**resolved, "run": {**resolved["run"], "steps": None}}
             theirs = {**saved, "run": {**saved.get("run", {}), "steps": None}}
