@@ -177,6 +177,8 @@ def test_official_hotpotqa(tmp_path: Path) -> None:
         "Document 3:\nMeadow\nA meadow is green."
     )
     assert sample.meta["supporting_facts"] == [["Castle", 0], ["Amber", 1]]
+    # the supporting sentences themselves, for oracle notes (train/oracle.py)
+    assert sample.meta["evidence"] == ["The castle stands on a hill.", "It is long."]
     assert sample.meta["type"] == "bridge"
     assert sample.meta["dataset"] == "hotpotqa"
 

@@ -1,14 +1,35 @@
 #!/usr/bin/env bash
-# Training data for the SmolLM2 memory adapter (issue 10), never overlapping an evaluation set:
-# evaluation sets use seed 0 (scripts/results_embedded.sh); training sets use seeds from 1001.
-# Needles in two haystacks (RULER's essay and its noise), about 3 chunks of 500 tokens each.
+# Training data for the SmolLM2 memory adapter (issue 10), never overlapping an evaluation set.
+#
+# - RULER needles: evaluation sets use seed 0 (scripts/results_embedded.sh); training sets use
+#   seeds from 1001, so no training document or needle is an evaluation one.
+# - HotpotQA: the shared 100-question dev sample is split in two. The first 50 records
+#   (hotpotqa_eval_ids.txt) are the evaluation pool: the results script takes the first N of
+#   them, N <= 50. Training asks only the other 50 (--exclude); the evaluation questions'
+#   paragraphs may still pad a training document as distractors, never as a question.
+#
+# Two generations of data live here: the first probe's (chunks of 500 tokens, probe-sft/) and
+# the adapter's (chunks of 1000, the results script's memagent setting), more varied: two
+# haystacks (RULER's essay and its noise), distractor needles (niah_multikey_1), multi-hop
+# questions. niah_single_3 (uuid values) is never trained on: it is the unseen-task check.
+#
+#   HOTPOTQA=path/to/hotpotqa_dev_sample100.json recipes/smollm2/build_data.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LONGREAD=${LONGREAD:-.venv/bin/longread}
+HOTPOTQA=${HOTPOTQA:-../shared/data/hotpotqa_dev_sample100.json}
 OUT=${OUT:-recipes/smollm2/data}
-[ -d "$OUT/train/niah_single_2" ] ||
-  $LONGREAD data ruler --task niah_single_2 --lengths 1300 --n 200 --seed 1001 --out "$OUT/train/niah_single_2"
-[ -d "$OUT/train/niah_single_1" ] ||
-  $LONGREAD data ruler --task niah_single_1 --lengths 1300 --n 100 --seed 1002 --out "$OUT/train/niah_single_1"
-[ -d "$OUT/heldout" ] ||
-  $LONGREAD data ruler --task niah_single_2 --lengths 2048 --n 10 --seed 1003 --out "$OUT/heldout"
+build() { [ -d "$1" ] || "$LONGREAD" data "${@:2}" --out "$1"; }
+
+# probe-sft: 3 chunks of 500 tokens
+build "$OUT/train/niah_single_2" ruler --task niah_single_2 --lengths 1300 --n 200 --seed 1001
+build "$OUT/train/niah_single_1" ruler --task niah_single_1 --lengths 1300 --n 100 --seed 1002
+build "$OUT/heldout" ruler --task niah_single_2 --lengths 2048 --n 10 --seed 1003
+
+# the adapter: about 3 chunks of 1000 tokens
+build "$OUT/train1k/niah_single_2" ruler --task niah_single_2 --lengths 3000 --n 150 --seed 1011
+build "$OUT/train1k/niah_single_1" ruler --task niah_single_1 --lengths 2500 --n 50 --seed 1012
+build "$OUT/train1k/niah_multikey_1" ruler --task niah_multikey_1 --lengths 3000 --n 50 --seed 1013
+build "$OUT/train1k/hotpotqa" hotpotqa --input "$HOTPOTQA" --lengths 2500 --n 50 --seed 1014 \
+  --exclude recipes/smollm2/hotpotqa_eval_ids.txt
+build "$OUT/heldout8k" ruler --task niah_single_2 --lengths 8192 --n 10 --seed 1003

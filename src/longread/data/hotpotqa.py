@@ -71,6 +71,23 @@ def supporting_facts(facts: Any) -> list[list[Any]]:
     return [list(f) for f in facts or []]
 
 
+def supporting_sentences(context: Any, facts: Sequence[Sequence[Any]]) -> list[str]:
+    """The text of each supporting fact ``[title, sentence_id]``, stripped, in the facts'
+    order; a fact that points past its paragraph (it happens in HotpotQA) is left out. These
+    are the sentences an ideal note-keeper keeps (``train/oracle.py``)."""
+    if isinstance(context, Mapping):
+        context = list(zip(context["title"], context["sentences"], strict=False))
+    by_title = {str(title): sentences for title, sentences in context}
+    evidence = []
+    for title, index in facts:
+        sentences = by_title.get(str(title))
+        if isinstance(sentences, str):  # a paragraph given as one string has no sentence ids
+            continue
+        if sentences is not None and isinstance(index, int) and 0 <= index < len(sentences):
+            evidence.append(str(sentences[index]).strip())
+    return [s for s in evidence if s]
+
+
 def parse_hotpot_record(record: Mapping[str, Any], where: str) -> HotpotQuestion:
     """Validate one official HotpotQA record; a missing field is a UsageError at ``where``."""
     for name in ("question", "answer", "context"):
@@ -85,7 +102,7 @@ def parse_hotpot_record(record: Mapping[str, Any], where: str) -> HotpotQuestion
     missing = set(gold) - {p.title for p in paragraphs}
     if missing:
         raise UsageError(f"{where}: supporting paragraphs {sorted(missing)} are not in 'context'")
-    meta = {"supporting_facts": facts}
+    meta = {"supporting_facts": facts, "evidence": supporting_sentences(record["context"], facts)}
     meta.update({k: record[k] for k in ("type", "level") if k in record})
     return HotpotQuestion(
         id=str(qid),

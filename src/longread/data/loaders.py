@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from .hotpotqa import Paragraph, paragraphs_from_context, render_documents, supporting_facts
+from .hotpotqa import (
+    Paragraph,
+    paragraphs_from_context,
+    render_documents,
+    supporting_facts,
+    supporting_sentences,
+)
 from .records import Sample
 
 FORMATS = ("canonical", "memagent", "ruler", "memreread", "hotpotqa")
@@ -294,12 +300,15 @@ def _documents(documents: Any, where: str) -> str:
 def _hotpotqa(record: Mapping[str, Any], where: str, default_id: str, path: Path) -> Sample:
     question = _text(_field(record, where, "question"), where, "question")
     answers = _answers(_field(record, where, "answer"), where)
-    paragraphs = paragraphs_from_context(_field(record, where, "context"), where)
+    context = _field(record, where, "context")
+    paragraphs = paragraphs_from_context(context, where)
+    facts = supporting_facts(record.get("supporting_facts"))
     meta = {
         "dataset": "hotpotqa",
         "kind": "qa",
         "docs": len(paragraphs),
-        "supporting_facts": supporting_facts(record.get("supporting_facts")),
+        "supporting_facts": facts,
+        "evidence": supporting_sentences(context, facts),
         **{k: record[k] for k in ("type", "level") if k in record},
     }
     return Sample(_id(record, default_id), question, render_documents(paragraphs), answers, meta)
