@@ -1,28 +1,58 @@
 #!/usr/bin/env bash
-# The results page docs/results.md (+ docs/results.png): memagent, rag and full on the embedded
-# SmolLM2-135M, on RULER niah_single_2 and RULER-HQA (HotpotQA) at 2K, 8K and 16K tokens, 10
-# samples per cell. Hours on 2 CPU cores; every run is resumable, so rerun this script after an
-# interruption and it carries on where it stopped.
+# The results page docs/results.md (+ docs/results.png): the embedded SmolLM2-135M with and
+# without its shipped memory adapter (issue 10), memagent beside the rag and full baselines, on
+# RULER niah_single_2, RULER-HQA (HotpotQA) and niah_single_3 (uuid values: a needle type the
+# adapter was never trained on) at 2K, 8K and 16K tokens, and memagent with the adapter at 32K.
+# N samples per cell (default 20). Many hours on 2 CPU cores; every run is resumable, so rerun
+# this script after an interruption and it carries on where it stopped. Cells run in order of
+# importance (the adapter's first, then the base model's, then the baselines'); CELLS=adapter
+# (or base, or baselines) runs one group only.
 #
-#   HOTPOTQA=path/to/hotpotqa_dev.json scripts/results_embedded.sh
+#   HOTPOTQA=path/to/hotpotqa_dev_sample100.json scripts/results_embedded.sh
+#
+# The first round (10 samples, base model only, older prompts) is docs/results-v1.md, made from
+# results/runs/ by this script's first version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make install >/dev/null
 
 LONGREAD=.venv/bin/longread
 HOTPOTQA=${HOTPOTQA:-../shared/data/hotpotqa_dev_sample100.json}
-DATA=results/data
-RUNS=results/runs
+ROOT=results/v2
+DATA=$ROOT/data
+RUNS=$ROOT/runs
 LENGTHS=(2048 8192 16384)
-N=${N:-10}
-# SmolLM2 keeps a fact in memory only with small chunks and a small memory cap (see README).
+N=${N:-20}
+CELLS=${CELLS:-all}
+# The memory agent's setting, which the adapter was trained at (recipes/smollm2/sft1k.toml).
 MEMAGENT_FLAGS=(--chunk-tokens 1000 --memory-tokens 256)
+# HotpotQA questions come from the evaluation half of the dev sample only: the first 50 records
+# (recipes/smollm2/hotpotqa_eval_ids.txt); the adapter trained on the other 50.
+if [ "$N" -gt 50 ]; then
+  echo "N=$N: the HotpotQA evaluation pool holds 50 questions" >&2
+  exit 2
+fi
 
-lengths_csv=$(IFS=,; echo "${LENGTHS[*]}")
-[ -f "$DATA/ruler_niah_single_2_${LENGTHS[-1]}.jsonl" ] ||
-  $LONGREAD data ruler --task niah_single_2 --lengths "$lengths_csv" --n "$N" --seed 0 --out "$DATA"
-[ -f "$DATA/hotpotqa_${LENGTHS[-1]}.jsonl" ] ||
-  $LONGREAD data hotpotqa --input "$HOTPOTQA" --lengths "$lengths_csv" --n "$N" --seed 0 --out "$DATA"
+sets() {  # build every set once, seed 0 (training sets use seeds from 1001)
+  local csv
+  csv=$(IFS=,; echo "${LENGTHS[*]}")
+  for task in niah_single_2 niah_single_3; do
+    [ -f "$DATA/ruler_${task}_${LENGTHS[-1]}.jsonl" ] ||
+      $LONGREAD data ruler --task "$task" --lengths "$csv" --n "$N" --seed 0 --out "$DATA"
+  done
+  [ -f "$DATA/ruler_niah_single_2_32768.jsonl" ] ||
+    $LONGREAD data ruler --task niah_single_2 --lengths 32768 --n "$N" --seed 0 --out "$DATA"
+  [ -f "$DATA/hotpotqa_${LENGTHS[-1]}.jsonl" ] ||
+    $LONGREAD data hotpotqa --input "$HOTPOTQA" --lengths "$csv" --n "$N" --seed 0 --out "$DATA"
+}
+
+cell() {  # cell AGENT MODEL SET LENGTH; MODEL: adapter (the default) or base (--base-model)
+  local agent=$1 model=$2 set=$3 length=$4 flags=()
+  [ "$agent" = memagent ] && flags+=("${MEMAGENT_FLAGS[@]}")
+  [ "$model" = base ] && flags+=(--base-model)
+  $LONGREAD eval run --data "$DATA/${set}_${length}.jsonl" --agent "$agent" "${flags[@]}" \
+    --out "$RUNS/$agent-$model-$set-$length" --concurrency 1
+}
 
 start=$(date +%s)
 # The script's own sessions, interrupted ones included, so the page can say how long the whole
@@ -30,36 +60,49 @@ start=$(date +%s)
 record_session() {
   local status=$? seconds=$(( $(date +%s) - start ))
   echo "{\"started\": \"$(date -u -d "@$start" +%FT%TZ)\", \"seconds\": $seconds, \"exit\": $status}" \
-    >> results/invocations.jsonl
+    >> "$ROOT/invocations.jsonl"
   echo "this session of scripts/results_embedded.sh took $seconds s"
 }
+mkdir -p "$ROOT"
+sets
 trap record_session EXIT
-for agent in rag full memagent; do
-  flags=()
-  [ "$agent" = memagent ] && flags=("${MEMAGENT_FLAGS[@]}")
-  for set in ruler_niah_single_2 hotpotqa; do
-    for length in "${LENGTHS[@]}"; do
-      $LONGREAD eval run --data "$DATA/${set}_${length}.jsonl" --agent "$agent" "${flags[@]}" \
-        --out "$RUNS/$agent-$set-$length" --concurrency 1
+SETS=(ruler_niah_single_2 hotpotqa ruler_niah_single_3)
+if [ "$CELLS" = all ] || [ "$CELLS" = adapter ]; then
+  for set in "${SETS[@]}"; do
+    for length in "${LENGTHS[@]}"; do cell memagent adapter "$set" "$length"; done
+  done
+  cell memagent adapter ruler_niah_single_2 32768
+fi
+if [ "$CELLS" = all ] || [ "$CELLS" = base ]; then
+  for set in "${SETS[@]}"; do
+    for length in "${LENGTHS[@]}"; do cell memagent base "$set" "$length"; done
+  done
+fi
+if [ "$CELLS" = all ] || [ "$CELLS" = baselines ]; then
+  for agent in rag full; do
+    for set in "${SETS[@]}"; do
+      for length in "${LENGTHS[@]}"; do cell "$agent" base "$set" "$length"; done
     done
   done
-done
+fi
 trap - EXIT
 record_session
 
 report=$(mktemp)
 $LONGREAD eval report "$RUNS"/* --markdown "$report" --plot docs/results.png
-total=$(.venv/bin/python -c 'import json,sys; print(round(sum(json.loads(l)["seconds"] for l in open(sys.argv[1]))))' results/invocations.jsonl)
-sessions=$(wc -l < results/invocations.jsonl)
+total=$(.venv/bin/python -c 'import json,sys; print(round(sum(json.loads(l)["seconds"] for l in open(sys.argv[1]))))' "$ROOT/invocations.jsonl")
+sessions=$(wc -l < "$ROOT/invocations.jsonl")
 {
   echo "# Results on the embedded model"
   echo
   echo "Made by \`scripts/results_embedded.sh\` (N=$N samples per cell) with longread" \
     "$(.venv/bin/python -c 'import longread; print(longread.__version__)'), on $(nproc) CPU cores" \
     "($(lscpu | sed -n 's/^Model name: *//p')), no GPU. The script ran in $sessions session(s)" \
-    "taking $total s of wall time in all (\`results/invocations.jsonl\`); rerunning it resumes" \
+    "taking $total s of wall time in all (\`$ROOT/invocations.jsonl\`); rerunning it resumes" \
     "any unfinished cell and rewrites this page. The model is the embedded SmolLM2-135M-Instruct" \
-    "(Q8_0 via llama-cpp-python, 8192-token window)."
+    "(Q8_0 via llama-cpp-python, 8192-token window): \`+ smollm2-135m-memory\` rows apply the" \
+    "shipped memory adapter (the default), the others run the model as released" \
+    "(\`--base-model\`). The first round of results is [results-v1.md](results-v1.md)."
   echo
   [ -f docs/results_notes.md ] && cat docs/results_notes.md && echo
   echo "![accuracy against context length](results.png)"

@@ -86,5 +86,6 @@ def factory(backend: AnswerBackend, agent: str = "full") -> Any:
 def open_store(run_dir: Path, agent: str = "full", data: str = "data.jsonl") -> RunStore:
     """A store whose config.json says ``agent`` ran on ``data`` (as the CLI writes it)."""
     store = RunStore(run_dir)
-    store.save_config(run_config(agent, {}, BackendSettings(), data))
+    # The model as released: no shipped adapter recorded in the config (labels stay bare).
+    store.save_config(run_config(agent, {}, BackendSettings(base_model=True), data))
     return store

@@ -86,13 +86,14 @@ async def test_markdown_numbers_match_a_hand_count(run_dirs):
     rows = load_runs(run_dirs)
     tables = table_rows(markdown_report(rows))
     s = lambda agent, length: mean_seconds(rows, agent, length)  # noqa: E731
-    # n, sub-EM, EM, F1, strict, [match_all], nulls, failed, unboxed, calls, prompt tokens, s
-    toy_full = ["4", "50.0", "50.0", "50.0", "25.0", "1", "1", "1", "1.0", "3000"]
-    toy_full_8k = ["2", "50.0", "50.0", "50.0", "0.0", "1", "0", "0", "1.0", "1500"]
-    rag_all_right = ["100.0", "100.0", "100.0", "100.0", "0", "0", "0", "1.0", "500"]
+    # n, sub-EM, EM, F1, strict, [match_all], nulls, failed, unboxed, calls, prompt tokens,
+    # memory tokens per update and capped updates (none: these agents keep no memory), s
+    toy_full = ["4", "50.0", "50.0", "50.0", "25.0", "1", "1", "1", "1.0", "3000", "-", "-"]
+    toy_full_8k = ["2", "50.0", "50.0", "50.0", "0.0", "1", "0", "0", "1.0", "1500", "-", "-"]
+    rag_all_right = ["100.0", "100.0", "100.0", "100.0", "0", "0", "0", "1.0", "500", "-", "-"]
     # Both needles are required: r1 "11" finds one of two (sub-EM, EM, strict 0; F1 2/3 against
     # "11 22"; match_all 50), r2 "11, 22" finds both (1 everywhere; match_all 100).
-    niah = ["2", "50.0", "50.0", "83.3", "50.0", "75.0", "0", "0", "0", "1.0", "100"]
+    niah = ["2", "50.0", "50.0", "83.3", "50.0", "75.0", "0", "0", "0", "1.0", "100", "-", "-"]
     assert tables == {
         ("toy", "1000", "full"): [*toy_full, s("full", 1000)],
         ("toy", "1000", "rag"): ["4", *rag_all_right, s("rag", 1000)],
@@ -115,6 +116,35 @@ async def test_rows_carry_what_reports_group_by(run_dirs):
         4096,
         0.5,
     )
+
+
+async def test_memory_agents_report_new_tokens_per_update(tmp_path):
+    """Each short document is one chunk: one memory update and one final call per sample. The
+    update's reply is "\\boxed{Paris}", five words, so five new tokens (the test tokenizer
+    counts words and marks); no update hit the cap."""
+    replies = dict.fromkeys(["a1", "a2"], "\\boxed{Paris}")
+    with open_store(tmp_path / "m", "memagent") as store:
+        await run_eval(TOY[:2], factory(backend(replies, {}), "memagent"), store, 1, progress=False)
+    rows = load_runs([tmp_path / "m"])
+    assert [(r["updates"], r["update_tokens"], r["updates_truncated"]) for r in rows] == [
+        (1, 5, 0),
+        (1, 5, 0),
+    ]
+    (cells,) = table_rows(markdown_report(rows)).values()
+    assert cells[-3:-1] == ["5", "0%"]
+
+
+async def test_a_run_with_a_lora_adapter_is_labelled_with_it(tmp_path):
+    """A trained model's rows stand beside the base model's instead of merging with them."""
+    for name, adapter in (("base", None), ("trained", "/models/memory-lora.gguf")):
+        with open_store(tmp_path / name, "full") as store:
+            saved = json.loads(store.config_path.read_text())
+            saved["backend"]["adapter"] = adapter
+            store.config_path.write_text(json.dumps(saved))
+            replies = {"a1": "\\boxed{Paris}"}
+            await run_eval(TOY[:1], factory(backend(replies, {})), store, 1, progress=False)
+    agents = {r["agent"] for r in load_runs([tmp_path / "base", tmp_path / "trained"])}
+    assert agents == {"full", "full + memory-lora"}
 
 
 async def test_one_agent_with_two_configs_gets_two_labels(tmp_path):

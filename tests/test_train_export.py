@@ -321,7 +321,7 @@ def test_adapter_with_a_server_is_refused(document, tmp_path, no_server):
 
 
 def test_adapter_scale_without_an_adapter_is_refused(document, no_server):
-    result = invoke("ask", str(document), "-q", "q", "--adapter-scale", "0.5")
+    result = invoke("ask", str(document), "-q", "q", "--base-model", "--adapter-scale", "0.5")
     assert result.exit_code == 2
     assert "--adapter-scale scales an --adapter" in result.stderr
 

@@ -33,3 +33,9 @@ build "$OUT/train1k/niah_multikey_1" ruler --task niah_multikey_1 --lengths 3000
 build "$OUT/train1k/hotpotqa" hotpotqa --input "$HOTPOTQA" --lengths 2500 --n 50 --seed 1014 \
   --exclude recipes/smollm2/hotpotqa_eval_ids.txt
 build "$OUT/heldout8k" ruler --task niah_single_2 --lengths 8192 --n 10 --seed 1003
+
+# stage 2 (GRPO): longer documents than the warm start saw, where its notes can still go wrong
+build "$OUT/grpo/niah_single_2" ruler --task niah_single_2 --lengths 5000 --n 60 --seed 1021
+build "$OUT/grpo/niah_multikey_1" ruler --task niah_multikey_1 --lengths 4000 --n 40 --seed 1022
+build "$OUT/grpo/hotpotqa" hotpotqa --input "$HOTPOTQA" --lengths 3000 --n 50 --seed 1023 \
+  --exclude recipes/smollm2/hotpotqa_eval_ids.txt

@@ -91,7 +91,14 @@ def backend_options(func: Any) -> Any:
         click.option(
             "--adapter",
             type=click.Path(dir_okay=False),
-            help="LoRA adapter GGUF for the embedded model (as the trainer exports it).",
+            help="LoRA adapter GGUF for the embedded model (as the trainer exports it) "
+            "[bundled model: the shipped memory adapter].",
+        ),
+        click.option(
+            "--base-model",
+            is_flag=True,
+            help="Run the bundled SmolLM2 without its shipped memory adapter (the model as "
+            "released).",
         ),
         click.option(
             "--adapter-scale",
@@ -186,6 +193,7 @@ def backend_settings(options: dict[str, Any]) -> BackendSettings:
         n_ctx=options.pop("n_ctx"),
         adapter=options.pop("adapter"),
         adapter_scale=options.pop("adapter_scale"),
+        base_model=options.pop("base_model"),
     )
 
 

@@ -25,7 +25,9 @@ _LEGEND = (
     "nulls: samples with no prediction (an empty reply or a failed run), scored 0; "
     "failed: runs that raised (backend or budget error), also among the nulls; "
     "unboxed: answers given without \\boxed{}. "
-    "calls, prompt tokens and seconds are means over the samples that finished."
+    "calls, prompt tokens and seconds are means over the samples that finished. "
+    "mem tok/update: new tokens per memory update (memory agents), over all the updates of the "
+    "finished samples; capped updates: the share of them cut at the memory cap (--memory-tokens)."
 )
 
 _TIME_KEYS = ("wall_seconds", "backend_busy_seconds", "overhead_seconds")
@@ -178,22 +180,31 @@ def _existing(run_dir: str | Path) -> Path:
 
 
 def _agent_labels(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
-    """The agent's name, plus the run folder's where one agent ran with different configs."""
+    """The agent's name (plus `` + <adapter>`` for a run with a LoRA adapter, so a trained
+    model's rows stand beside the base model's), plus the run folder's name where one such
+    label ran with different agent configs."""
+    names = [_model_agent(config) for _, config in runs]
     configs: dict[str, list[Any]] = defaultdict(list)
-    for _, config in runs:
-        if config.get("agent_config") not in configs[config["agent"]]:
-            configs[config["agent"]].append(config.get("agent_config"))
+    for name, (_, config) in zip(names, runs, strict=True):
+        if config.get("agent_config") not in configs[name]:
+            configs[name].append(config.get("agent_config"))
     return [
-        config["agent"] if len(configs[config["agent"]]) == 1 else f"{config['agent']} ({d.name})"
-        for d, config in runs
+        name if len(configs[name]) == 1 else f"{name} ({d.name})"
+        for name, (d, _) in zip(names, runs, strict=True)
     ]
+
+
+def _model_agent(config: dict[str, Any]) -> str:
+    adapter = (config.get("backend") or {}).get("adapter")
+    return f"{config['agent']} + {Path(adapter).stem}" if adapter else str(config["agent"])
 
 
 def _table(rows: list[Row]) -> list[str]:
     ruler = any(r["kind"] == "ruler" for r in rows)
     columns = ["length", "agent", "n", "sub-EM", "EM", "F1", "strict"]
     columns += ["match_all"] if ruler else []
-    columns += ["nulls", "failed", "unboxed", "calls", "prompt tokens", "s/sample"]
+    columns += ["nulls", "failed", "unboxed", "calls", "prompt tokens", "mem tok/update"]
+    columns += ["capped updates", "s/sample"]
     lines = ["| " + " | ".join(columns) + " |"]
     lines.append("|" + "|".join("---" if c == "agent" else "---:" for c in columns) + "|")
     groups: dict[tuple[Any, str], list[Row]] = defaultdict(list)
@@ -217,9 +228,22 @@ def _cells(rows: list[Row], ruler: bool) -> list[str]:
         str(sum(not r["null"] and not r["boxed"] for r in done)),
         _mean(done, "calls", "{:.1f}"),
         _mean(done, "prompt_tokens", "{:.0f}"),
+        *_update_cells(done),
         _mean(done, "seconds", "{:.2f}"),
     ]
     return cells
+
+
+def _update_cells(done: list[Row]) -> list[str]:
+    """New tokens per memory update, and the share of updates cut at the memory cap, over the
+    samples that recorded them (runs made before these were recorded show "-")."""
+    known = [r for r in done if r.get("updates") is not None]
+    updates = sum(r["updates"] for r in known)
+    if not updates:
+        return ["-", "-"]
+    tokens = sum(r["update_tokens"] for r in known) / updates
+    capped = 100 * sum(r["updates_truncated"] for r in known) / updates
+    return [f"{tokens:.0f}", f"{capped:.0f}%"]
 
 
 def _percent(rows: list[Row], metric: str) -> str:

@@ -22,7 +22,7 @@ from tqdm import tqdm
 from ..agents.base import Agent, ProgressCallback
 from ..data.records import Sample
 from ..errors import BackendError, LongreadError, UsageError
-from ..trace import Run, Step
+from ..trace import MEMORY_TRUNCATED, Run, Step
 from .scoring import SCORERS, score_answer
 from .store import DONE, FAILED, RunStore, SampleResult
 
@@ -321,11 +321,17 @@ class _Spent:
 
 
 def _cost(run: Run) -> dict[str, Any]:
+    # Memory rewrites (update calls) apart: how much a memory agent writes per chunk, and how
+    # often it hits its cap, is what a trained memory changes.
+    updates = [step for step in run.steps if step.kind == "update"]
     return {
         "calls": run.calls,
         "prompt_tokens": run.prompt_tokens,
         "completion_tokens": run.completion_tokens,
         "seconds": run.seconds,
+        "updates": len(updates),
+        "update_tokens": sum(step.completion_tokens for step in updates),
+        "updates_truncated": sum(MEMORY_TRUNCATED in step.flags for step in updates),
     }
 
 

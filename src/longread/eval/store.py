@@ -301,8 +301,9 @@ def backend_record(settings: BackendSettings) -> dict[str, Any]:
     else:
         record.update(_model_record(settings.gguf, settings.quant))
         record["n_ctx"] = settings.n_ctx or SMOLLM2_CONTEXT  # as make_backend defaults it
-        if settings.adapter:
-            record.update(_adapter_record(settings.adapter, settings.adapter_scale))
+        adapter = settings.applied_adapter()
+        if adapter:
+            record.update(_adapter_record(adapter, settings.adapter_scale))
     record["max_concurrency"] = settings.max_concurrency
     record["tokenizer"] = _absolute(settings.tokenizer)
     return record
@@ -441,8 +442,9 @@ def _check_adapter(saved: dict[str, Any], new: dict[str, Any], run_dir: Path) ->
     else:
         what = f"LoRA adapter (saved {saved_path or 'none'}, now {new_path or 'none'})"
     raise UsageError(
-        f"{run_dir} holds a run with a different {what}; resume with the same adapter or pass "
-        "a new --out folder"
+        f"{run_dir} holds a run with a different {what}; resume with the same adapter (a run "
+        "of the bundled model without its memory adapter: --base-model) or pass a new --out "
+        "folder"
     )
 
 

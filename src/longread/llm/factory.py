@@ -36,6 +36,7 @@ class BackendSettings:
     tokenizer: str | None = None  # tokenizer.json or HF model folder (OpenAI backend)
     adapter: str | None = None  # llama.cpp LoRA adapter GGUF (embedded backend only)
     adapter_scale: float = 1.0
+    base_model: bool = False  # the bundled model without its shipped memory adapter
 
     def resolved_backend(self) -> str:
         """The backend that will run: "auto" decided; UsageError for settings it cannot take."""
@@ -50,9 +51,19 @@ class BackendSettings:
                 "--adapter applies a LoRA to the embedded model; a server loads its own "
                 "adapters (serve one there and pass its --model name)"
             )
-        if self.adapter_scale != 1.0 and not self.adapter:
+        if resolved == "openai" and self.base_model:
+            raise UsageError("--base-model is for the embedded model; a server runs its own")
+        if self.adapter_scale != 1.0 and resolved == "llamacpp" and not self.applied_adapter():
             raise UsageError("--adapter-scale scales an --adapter; none was given")
         return resolved
+
+    def applied_adapter(self) -> str | None:
+        """The LoRA adapter the embedded backend will apply (``memory_adapter.applied_adapter``:
+        ``--adapter``, else the shipped memory adapter on the bundled model), or None."""
+        from .memory_adapter import applied_adapter
+
+        adapter = applied_adapter(self.gguf, self.adapter, self.base_model)
+        return str(adapter) if adapter else None
 
 
 def make_backend(settings: BackendSettings) -> LLMBackend:
@@ -79,6 +90,7 @@ def make_backend(settings: BackendSettings) -> LLMBackend:
         n_ctx=settings.n_ctx or SMOLLM2_CONTEXT,
         adapter=settings.adapter,
         adapter_scale=settings.adapter_scale,
+        base_model=settings.base_model,
     )
 
 

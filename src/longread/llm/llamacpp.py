@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import BackendError, BudgetError, UsageError
 from .base import Completion, Message, SamplingParams
 from .gguf import SMOLLM2_CONTEXT, resolve_model_file
+from .memory_adapter import applied_adapter
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ class LlamaCppBackend:
         n_threads: CPU threads; default all cores (llama-cpp-python's default is half).
         adapter: a llama.cpp LoRA adapter GGUF to apply (``train.export.export_lora_gguf``
             writes one), for the same base model; ``adapter_scale`` multiplies its effect.
+            Default: the bundled model gets the shipped memory adapter (``memory_adapter``).
+        base_model: run the bundled model without the shipped memory adapter.
     """
 
     name = "llamacpp"
@@ -56,7 +59,9 @@ class LlamaCppBackend:
         seed: int = 0,
         adapter: str | Path | None = None,
         adapter_scale: float = 1.0,
+        base_model: bool = False,
     ) -> None:
+        adapter = applied_adapter(gguf, adapter, base_model)
         self.adapter_path = check_adapter_file(adapter) if adapter else None
         self._adapter_scale = adapter_scale
         self.model_path = resolve_model_file(gguf, quant)

@@ -1,0 +1,50 @@
+"""The memory adapter shipped for the embedded model, and when it applies.
+
+``longread/adapters/`` holds a llama.cpp LoRA adapter trained (``recipes/smollm2/``) to make the
+embedded SmolLM2-135M keep notes the way the memory agents ask: the fact that answers the
+question, not the document's filler. Its provenance (recipe, data, seeds, commit, training
+time, measured effect) is the JSON file beside it.
+
+It applies to the bundled model only, and only when no other adapter is given: a LoRA is tied to
+the base weights it was trained on. ``base_model=True`` runs the bundled model without it.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+
+MEMORY_ADAPTER_FILE = "smollm2-135m-memory.gguf"
+
+
+def bundled_memory_adapter() -> Path | None:
+    """The shipped adapter file, or None in a build that has none."""
+    path = Path(str(importlib.resources.files("longread") / "adapters" / MEMORY_ADAPTER_FILE))
+    return path if path.is_file() else None
+
+
+def memory_adapter_provenance() -> dict[str, Any] | None:
+    """The provenance record written next to the shipped adapter, or None."""
+    adapter = bundled_memory_adapter()
+    if adapter is None:
+        return None
+    record = adapter.with_suffix(".json")
+    return json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
+
+
+def applied_adapter(
+    gguf: str | Path | None, adapter: str | Path | None, base_model: bool
+) -> Path | str | None:
+    """The adapter the embedded backend applies: ``adapter`` when given; else the shipped
+    memory adapter on the bundled model (``gguf`` None) unless ``base_model``; else none."""
+    if adapter and base_model:
+        raise UsageError("--base-model runs the model without any adapter; drop --adapter")
+    if adapter:
+        return adapter
+    if gguf is None and not base_model:
+        return bundled_memory_adapter()
+    return None
