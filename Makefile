@@ -50,7 +50,15 @@ lint: install
 	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
 
-test: lint $(VERL_STAMP)
+# Debian's chromium for the viewer's browser test (Playwright, from the test-serve extra, drives
+# it: nothing is downloaded). CI runs `make test` as root on a fresh Debian machine.
+CHROMIUM_STAMP = $(VENV)/.installed-chromium
+$(CHROMIUM_STAMP):
+	command -v chromium >/dev/null || { apt-get update && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+	mkdir -p $(VENV) && touch $(CHROMIUM_STAMP)
+
+test: lint $(VERL_STAMP) $(CHROMIUM_STAMP)
 	$(BIN)/pytest -q
 
 # Unit tests and fake-server tests only: no model, no llama.cpp server, so no llama.cpp compile.

@@ -28,6 +28,7 @@ from .options import (
 from .progress import RunProgress
 from .trace import trace_group
 from .train import train_command
+from .view import view_command
 
 
 @click.group(
@@ -137,6 +138,7 @@ cli.add_command(eval_group, "eval")
 cli.add_command(data_group, "data")
 cli.add_command(trace_group, "trace")
 cli.add_command(train_command, "train")
+cli.add_command(view_command, "view")
 
 
 def main() -> None:

@@ -1,0 +1,164 @@
+"""An eval run folder read without writing to it: the viewer may look at a run that
+``longread eval run`` is still writing, or at committed results, and must change neither.
+
+``RunStore`` opens its database for writing (it creates tables and a WAL), so the rows are read
+here through a read-only SQLite connection; the report's numbers still come from the report's
+own code, fed the same rows ``report.load_runs`` builds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..data.loaders import data_files, iter_samples
+from ..errors import LongreadError, UsageError
+from ..eval import report
+from ..eval.store import _COLUMNS, SampleResult, _from_row  # the store's own row decoding
+
+DATABASE = "results.sqlite"
+
+
+def is_run_folder(path: Path) -> bool:
+    """What ``eval report`` accepts as a run folder: a folder with ``config.json``."""
+    return path.is_dir() and (path / "config.json").is_file()
+
+
+def read_config(run_dir: Path) -> dict[str, Any]:
+    """``config.json``; a UsageError when it is not a JSON object."""
+    path = run_dir / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise UsageError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"{path} is not a run configuration (not a JSON object)")
+    return config
+
+
+def read_results(run_dir: Path) -> list[SampleResult]:
+    """Every row of the store, in the order samples were first recorded; none before the run
+    has created its database."""
+    path = run_dir / DATABASE
+    if not path.is_file():
+        return []
+    try:
+        return _query(path, immutable=not _has_wal(path))
+    except sqlite3.DatabaseError:
+        # A writer started between the look for its WAL and the read: read as its peer.
+        return _query(path, immutable=False)
+
+
+def _has_wal(path: Path) -> bool:
+    return path.with_name(path.name + "-wal").exists()
+
+
+def _query(path: Path, *, immutable: bool) -> list[SampleResult]:
+    """The rows through a read-only connection. Without a WAL file no one is writing, and
+    ``immutable`` reads without creating one (a read-only connection to a WAL database
+    otherwise leaves ``-wal`` and ``-shm`` files behind); with one, ``mode=ro`` takes part in
+    the WAL protocol like any reader and never blocks the writer."""
+    uri = path.resolve().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+        db.execute("PRAGMA busy_timeout=10000")
+        try:
+            rows = db.execute(f"SELECT {_COLUMNS} FROM results ORDER BY rowid").fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):  # created, not yet given its table
+                return []
+            raise
+    return [_from_row(row) for row in rows]
+
+
+def report_rows(
+    run_dir: Path, config: dict[str, Any], results: list[SampleResult]
+) -> list[dict[str, Any]]:
+    """The rows ``report.load_runs([run_dir])`` gives, built from rows read read-only."""
+    (label,) = report._agent_labels([(run_dir, config)])
+    rows = []
+    for result in results:
+        row = {
+            "run_dir": str(run_dir),
+            "agent": label,
+            "sample_id": result.sample_id,
+            "status": result.status,
+            "dataset": result.dataset,
+            "kind": result.kind,
+            "context_length": result.context_length,
+            "accuracy": result.headline,
+            "error": result.error,
+        }
+        rows.append({**row, **result.score, **result.cost})
+    return rows
+
+
+@dataclass(frozen=True)
+class ReportTable:
+    """One dataset's table of ``longread eval report``, cell for cell."""
+
+    dataset: str
+    columns: list[str]
+    rows: list[list[str]]
+
+
+def report_tables(rows: list[dict[str, Any]]) -> tuple[list[ReportTable], str]:
+    """The tables of ``report.markdown_report(rows)`` and its legend, read back from its
+    Markdown so the page shows exactly the numbers the report prints."""
+    tables: list[ReportTable] = []
+    legend: list[str] = []
+    for line in report.markdown_report(rows).splitlines():
+        if line.startswith("## "):
+            tables.append(ReportTable(line[3:], [], []))
+        elif line.startswith("|") and tables:
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if all(set(cell) <= set("-:") for cell in cells):
+                continue  # the alignment line
+            if tables[-1].columns:
+                tables[-1].rows.append(cells)
+            else:
+                tables[-1].columns.extend(cells)
+        elif line and not line.startswith("#"):
+            legend.append(line)
+    return tables, " ".join(legend)
+
+
+def run_time(run_dir: Path) -> dict[str, Any]:
+    """The report's "Run time" numbers for this folder (``sessions.jsonl`` summed)."""
+    (times,) = report.run_times([run_dir])
+    wall = times["wall_seconds"]
+    return {**times, "overhead_share": times["overhead_seconds"] / wall if wall else None}
+
+
+def data_path(run_dir: Path, config: dict[str, Any]) -> Path | None:
+    """The data the run read (relative paths in ``config.json`` are relative to the run)."""
+    data = config.get("data")
+    if not isinstance(data, str):
+        return None
+    path = Path(data).expanduser()
+    return path if path.is_absolute() else run_dir / path
+
+
+def gold_answers(data: Path) -> dict[str, list[str]]:
+    """Sample id -> gold answers, read from the run's data one sample at a time."""
+    files = data_files(data) if data.is_dir() else [data]
+    gold: dict[str, list[str]] = {}
+    for file in files:
+        for sample in iter_samples(file):
+            gold[sample.id] = sample.answers
+    return gold
+
+
+def gold_or_reason(data: Path | None) -> tuple[dict[str, list[str]], str | None]:
+    """``gold_answers`` and None, or nothing and why the gold is unknown."""
+    if data is None:
+        return {}, "the run's config.json names no data"
+    if not data.exists():
+        return {}, f"the run's data is not at {data}"
+    try:
+        return gold_answers(data), None
+    except (LongreadError, OSError) as exc:
+        return {}, f"the run's data could not be read: {exc}"
