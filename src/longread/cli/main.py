@@ -27,6 +27,7 @@ from .options import (
 )
 from .progress import RunProgress
 from .trace import trace_group
+from .serve import serve_command
 from .train import train_command
 from .view import view_command
 
@@ -138,6 +139,7 @@ cli.add_command(eval_group, "eval")
 cli.add_command(data_group, "data")
 cli.add_command(trace_group, "trace")
 cli.add_command(train_command, "train")
+cli.add_command(serve_command, "serve")
 cli.add_command(view_command, "view")
 
 

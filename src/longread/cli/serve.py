@@ -1,0 +1,189 @@
+"""``longread serve``: the agents behind an OpenAI-compatible API (one model per agent)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..agents.registry import AGENTS, make_config
+from ..errors import UsageError
+from ..llm.base import LLMBackend
+from ..llm.factory import BackendSettings, make_backend, make_tokenizer
+from ..text.tokenizer import Tokenizer
+from .options import agent_options, backend_options, backend_settings
+
+MB = 1024 * 1024
+
+
+@click.command(name="serve")
+@backend_options
+@agent_options
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; anything but loopback wants --serve-api-key.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8040,
+    show_default=True,
+    help="Port to listen on; 0 picks a free one.",
+)
+@click.option(
+    "--serve-api-key",
+    "keys",
+    multiple=True,
+    envvar="LONGREAD_SERVE_API_KEYS",
+    help="Key clients must send (Authorization: Bearer KEY); repeat for several "
+    "[$LONGREAD_SERVE_API_KEYS, space-separated; none: no key needed]. "
+    "(--api-key is the upstream server's key, as in ask.)",
+)
+@click.option(
+    "--runs-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for each run's trace (<run id>.json), shown at /view "
+    "[$LONGREAD_CACHE_DIR/serve-runs, else ~/.cache/longread/serve-runs].",
+)
+@click.option(
+    "--max-runs",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Runs at once; more get 429 with Retry-After (identical requests share one).",
+)
+@click.option(
+    "--run-timeout",
+    type=click.FloatRange(min=1),
+    default=3600.0,
+    show_default=True,
+    help="Wall-clock seconds a run may take before it is stopped (504).",
+)
+@click.option(
+    "--max-body-mb",
+    type=click.FloatRange(min=0, min_open=True),
+    default=64.0,
+    show_default=True,
+    help="Largest request body (413 past it).",
+)
+@click.option(
+    "--max-document-mb",
+    type=click.FloatRange(min=0, min_open=True),
+    default=32.0,
+    show_default=True,
+    help="Largest document, as UTF-8 text (413 past it).",
+)
+@click.option(
+    "--keepalive",
+    type=click.FloatRange(min=0.1),
+    default=15.0,
+    show_default=True,
+    help="Seconds between ': keepalive' lines while a stream has nothing to say.",
+)
+@click.option(
+    "--cancel-after",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds a run goes on after its last client left (for a retry to join).",
+)
+@click.option(
+    "--keep-finished",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds a finished answer is given to identical requests (0: never).",
+)
+def serve_command(
+    host: str,
+    port: int,
+    keys: tuple[str, ...],
+    runs_dir: Path | None,
+    max_runs: int,
+    run_timeout: float,
+    max_body_mb: float,
+    max_document_mb: float,
+    keepalive: float,
+    cancel_after: float,
+    keep_finished: float,
+    **options: Any,
+) -> None:
+    """Serve every agent over an OpenAI-compatible API: GET /v1/models lists one model per
+    agent (longread-memagent, ...), POST /v1/chat/completions answers about the document a
+    request carries (streamed or not). Backend flags as for ask; agent flags are every
+    request's defaults."""
+    try:
+        from ..serve import ServeConfig, create_app, default_runs_dir
+        from ..serve.server import bind, is_loopback, serve, url
+    except ImportError as exc:
+        raise UsageError(
+            f"longread serve needs the serve extra ({exc.name} is missing): "
+            "pip install 'longread[serve]'"
+        ) from None
+    settings = backend_settings(options)
+    settings.resolved_backend()  # a bad backend flag is refused now, not at the first request
+    defaults = {k: v for k, v in options.items() if v is not None}
+    _check_defaults(defaults)
+    config = ServeConfig(
+        keys=tuple(keys),
+        runs_dir=runs_dir or default_runs_dir(),
+        max_runs=max_runs,
+        run_timeout=run_timeout,
+        max_body_bytes=int(max_body_mb * MB),
+        max_document_bytes=int(max_document_mb * MB),
+        keepalive=keepalive,
+        cancel_after=cancel_after,
+        keep_finished=keep_finished,
+        agent_defaults=defaults,
+    )
+    if not config.keys and not is_loopback(host):
+        click.echo(
+            f"longread: warning: listening on {host} with no --serve-api-key: anyone who can "
+            "reach this port can run the model",
+            err=True,
+        )
+    prepared = _Prepared(settings)
+    app = create_app(prepared.get, config)
+    sock = bind(host, port)
+    address = url(sock)
+
+    def ready() -> None:
+        click.echo(f"longread serve: {address}/v1  (traces: {config.runs_dir}; Ctrl-C stops)")
+
+    verbose = logging.getLogger("longread").isEnabledFor(logging.INFO)
+    try:
+        serve(app, sock, ready, prepare=prepared.build, verbose=verbose)
+    except KeyboardInterrupt:  # Ctrl-C is how a server is stopped: the runs ended cleanly
+        click.echo("longread serve: stopped", err=True)
+
+
+def _check_defaults(defaults: dict[str, Any]) -> None:
+    """Refuse agent flags now that no agent could take (each agent takes the ones it has)."""
+    for name, spec in AGENTS.items():
+        make_config(name, **{k: v for k, v in defaults.items() if k in spec.option_names()})
+
+
+class _Prepared:
+    """The backend and its tokenizer, built in the server's event loop before it listens (the
+    HTTP backend's connections belong to that loop), handed to the app when it starts."""
+
+    def __init__(self, settings: BackendSettings) -> None:
+        self.settings = settings
+        self.pair: tuple[LLMBackend, Tokenizer] | None = None
+
+    async def build(self) -> None:
+        backend = make_backend(self.settings)
+        try:
+            tokenizer = await make_tokenizer(backend, self.settings)
+        except BaseException:
+            await backend.aclose()
+            raise
+        self.pair = (backend, tokenizer)
+
+    async def get(self) -> tuple[LLMBackend, Tokenizer]:
+        assert self.pair is not None, "build() runs before the app starts"
+        return self.pair

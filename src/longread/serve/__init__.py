@@ -1,0 +1,18 @@
+"""``longread serve``: the agents behind an OpenAI-compatible chat-completions API.
+
+``create_app(backend_factory, ServeConfig(...))`` is the FastAPI app; the modules each do one
+job: ``requests`` and ``documents`` read a request (which agent, which settings, where the
+document and the question are), ``runs`` coordinates runs (coalescing, limits, cancellation,
+traces), ``stream`` and ``render`` write OpenAI's shapes, ``errors`` every error in OpenAI's
+error shape, ``auth`` the bearer keys, ``server`` runs uvicorn. Nothing in the library imports
+this package: it is a front door, like the CLI.
+"""
+
+from __future__ import annotations
+
+from .app import BackendFactory, create_app
+from .config import ServeConfig, default_runs_dir
+from .documents import Split
+from .requests import model_id
+
+__all__ = ["BackendFactory", "ServeConfig", "Split", "create_app", "default_runs_dir", "model_id"]
