@@ -7,11 +7,14 @@ held at once so tests can check client-side concurrency limits.
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import socket
 import threading
 from collections import defaultdict, deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -24,6 +27,12 @@ class Reply:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    # Send only the first ``cut_at`` bytes of the body (announcing its full length), then close
+    # the connection: a reply cut off on the wire.
+    cut_at: int | None = None
+    # Called on the server's thread before the reply is sent: a test's way to change the world
+    # in the middle of a run (remove a folder, ...).
+    action: Callable[[], None] | None = None
 
 
 @dataclass
@@ -36,11 +45,23 @@ class Request:
     body: Any
 
 
+# ``completion_body(prompt_tokens=COUNTED)``: the server reports the request's own prompt size
+# (4 characters per token, as longread estimates it without a tokenizer), as a real server
+# would, so that longread's check for silently truncated prompts has nothing to object to.
+COUNTED = "counted"
+
+
+def counted_prompt_tokens(request: Request) -> int:
+    """The prompt tokens a ``COUNTED`` reply reports for ``request``."""
+    messages = request.body["messages"] if isinstance(request.body, dict) else []
+    return sum(math.ceil(len(m["content"]) / 4) for m in messages)
+
+
 def completion_body(
     text: str | None = "hello",
     *,
     finish_reason: str = "stop",
-    prompt_tokens: int = 12,
+    prompt_tokens: int | str = 12,
     completion_tokens: int = 3,
     model: str = "test-model",
     usage: bool = True,
@@ -67,11 +88,9 @@ def completion_body(
         body["prompt_token_ids"] = prompt_token_ids
     body["choices"] = [choice]
     if usage:
-        body["usage"] = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        }
+        body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+        if isinstance(prompt_tokens, int):
+            body["usage"]["total_tokens"] = prompt_tokens + completion_tokens
     return body
 
 
@@ -158,6 +177,17 @@ class FakeOpenAIServer:
             self.in_flight -= 1
 
 
+def _counted(reply: Reply, request: Request) -> Reply:
+    """``reply`` with a ``COUNTED`` prompt size filled in from ``request``."""
+    usage = reply.body.get("usage") if isinstance(reply.body, dict) else None
+    if not isinstance(usage, dict) or usage.get("prompt_tokens") != COUNTED:
+        return reply
+    body = copy.deepcopy(reply.body)  # the same Reply may answer many requests
+    body["usage"]["prompt_tokens"] = counted_prompt_tokens(request)
+    body["usage"]["total_tokens"] = body["usage"]["prompt_tokens"] + usage["completion_tokens"]
+    return replace(reply, body=body)
+
+
 class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._handle()
@@ -170,10 +200,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         fake: FakeOpenAIServer = self.server.fake  # type: ignore[attr-defined]
-        reply = fake._take(self._read_request())
+        request = self._read_request()
+        reply = _counted(fake._take(request), request)
         try:
             if reply.delay and fake._stopping.wait(reply.delay):
                 return
+            if reply.action is not None:
+                reply.action()
             self._write(reply)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test); nothing left to answer
@@ -200,4 +233,10 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in reply.headers.items():
             self.send_header(name, value)
         self.end_headers()
+        if reply.cut_at is not None:
+            self.wfile.write(payload[: reply.cut_at])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         self.wfile.write(payload)

@@ -242,7 +242,6 @@ def test_large_file_is_chunked_without_being_held_in_memory(tmp_path):
             file.write(block)
     size = path.stat().st_size
     tokenizer = ApproxTokenizer()
-    start = time.perf_counter()
     tracemalloc.start()
     try:
         n_chars = n_chunks = 0
@@ -257,12 +256,11 @@ def test_large_file_is_chunked_without_being_held_in_memory(tmp_path):
     assert n_chunks >= size // (5000 * 4)
     # A 1 MiB block, its decoded text and the paragraphs cut from it; never the whole file.
     assert peak < 10_000_000, f"peak {peak / 1e6:.1f} MB for a {size / 1e6:.0f} MB file"
-    assert time.perf_counter() - start < 30
 
 
 async def test_async_chunking_does_not_block_the_event_loop(tmp_path, bpe):
     path = tmp_path / "doc.txt"
-    text = document(3000, seed=4)
+    text = document(30000, seed=4)  # long enough to take many ticks of the loop
     path.write_text(text)
     ticks = 0
     done = asyncio.Event()

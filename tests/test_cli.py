@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +18,14 @@ from click.testing import CliRunner
 from longread import __version__
 from longread.cli import cli
 
-from .fake_openai_server import FakeOpenAIServer, Reply, completion_body, unused_port
+from .fake_openai_server import (
+    COUNTED,
+    FakeOpenAIServer,
+    Reply,
+    completion_body,
+    counted_prompt_tokens,
+    unused_port,
+)
 
 CHAT = "/v1/chat/completions"
 
@@ -22,7 +33,7 @@ CHAT = "/v1/chat/completions"
 @pytest.fixture
 def server() -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer() as fake:
-        fake.always(CHAT, Reply(body=completion_body("noted \\boxed{7}")))
+        fake.always(CHAT, Reply(body=completion_body("noted \\boxed{7}", prompt_tokens=COUNTED)))
         yield fake
 
 
@@ -59,7 +70,7 @@ def test_ask_json_reports_answer_and_costs(server, document):
     assert out["answer"] == "7"
     assert out["calls"] == len(chats) == len(updates) + 1
     assert len(updates) >= 3
-    assert out["prompt_tokens"] == 12 * len(chats)  # the server's usage, summed
+    assert out["prompt_tokens"] == sum(map(counted_prompt_tokens, chats))  # the server's usage
     assert out["completion_tokens"] == 3 * len(chats)
     assert out["seconds"] >= 0
 
@@ -167,12 +178,30 @@ def test_binary_file_is_refused(server, tmp_path):
     assert server.requests_to(CHAT) == []
 
 
-def test_empty_file_is_refused(server, tmp_path):
+@pytest.mark.parametrize("text", ["", " \n\n\t  \n\n   "], ids=["empty", "whitespace"])
+def test_an_empty_file_is_refused_before_the_server_is_asked_anything(server, tmp_path, text):
     path = tmp_path / "empty.txt"
-    path.write_text("")
+    path.write_text(text)
     result = invoke("ask", str(path), "-q", "q", *server_args(server))
-    assert result.exit_code == 2
-    assert "empty" in result.stderr
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"longread: error: {path} is empty (no text to read)\n"
+    assert server.requests == []  # not even the model list or a tokenize probe
+
+
+def test_empty_standard_input_is_refused_before_the_server_is_asked_anything(server):
+    result = invoke("ask", "-", "-q", "q", *server_args(server), input="  \n\n ")
+    assert result.exit_code == 2, result.output
+    assert result.stderr == "longread: error: stdin is empty (no text to read)\n"
+    assert server.requests == []
+
+
+def test_an_empty_file_is_refused_without_waiting_for_an_unreachable_server(tmp_path):
+    path = tmp_path / "empty.txt"
+    path.write_text("\n")
+    url = f"http://127.0.0.1:{unused_port()}/v1"
+    result = invoke("ask", str(path), "-q", "q", "--base-url", url, "--retries", "3")
+    assert result.exit_code == 2, result.output  # not 3: the server was never tried
+    assert "is empty" in result.stderr
 
 
 def test_non_utf8_bytes_are_replaced_with_a_warning(server, tmp_path):
@@ -221,7 +250,7 @@ def test_every_agent_runs_from_the_cli_against_a_server(server, document, agent)
     out = json.loads(result.stdout)
     assert out["agent"] == agent and out["answer"] == "7"
     assert out["calls"] == len(server.requests_to(CHAT)) >= 1
-    assert out["prompt_tokens"] == 12 * out["calls"]
+    assert out["prompt_tokens"] == sum(map(counted_prompt_tokens, server.requests_to(CHAT)))
 
 
 @pytest.mark.parametrize(
@@ -244,3 +273,128 @@ def test_agent_specific_flags_reach_the_agent(server, document, tmp_path):
     data = json.loads(trace.read_text())
     assert data["config"]["rag_k"] == 2
     assert len(data["steps"][0]["retrieval"]["chunks"]) == 2
+
+
+def long_document(path: Path, tokens: int) -> Path:
+    """About ``tokens`` tokens of plain English by the 4-characters-per-token estimate."""
+    paragraph = "The ledger on page twelve records that the value is seven. " * 8
+    path.write_text("\n\n".join([paragraph] * (4 * tokens // len(paragraph) + 1)))
+    return path
+
+
+def test_silent_truncation_is_caught_with_estimated_token_counts(tmp_path):
+    # No tokenize endpoint on this server, so token counts are estimated; the server says it
+    # read 2,048 prompt tokens of a prompt of about 5,000 (Ollama cuts prompts to num_ctx).
+    document = long_document(tmp_path / "doc.txt", 12000)
+    with FakeOpenAIServer() as fake:
+        fake.always(CHAT, Reply(body=completion_body("noted", prompt_tokens=2048)))
+        result = invoke("ask", str(document), "-q", "What is the value?", *server_args(fake))
+        calls = len(fake.requests_to(CHAT))
+    assert result.exit_code == 3, result.output
+    assert "reported 2048 prompt tokens" in result.stderr and "truncated" in result.stderr
+    assert calls == 1  # the first call already gave it away
+    assert result.stdout == ""  # no answer read from a document the model never saw
+
+
+def test_estimated_counts_that_a_real_tokenizer_could_give_pass(tmp_path):
+    # Real tokenizers count English text at down to about 0.64 of the estimate
+    # (bench/estimate_error.py); such a server must not be accused of truncating.
+    document = long_document(tmp_path / "doc.txt", 12000)
+    with FakeOpenAIServer() as fake:
+        fake.always(CHAT, Reply(body=completion_body("noted \\boxed{7}", prompt_tokens=3300)))
+        result = invoke("ask", str(document), "-q", "What is the value?", *server_args(fake))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "7"
+
+
+def test_a_prompt_that_filled_the_servers_window_is_caught(tmp_path):
+    # The window is known (8192) and the server read more than our estimate (dense text), so
+    # much that the 1024 reply tokens no longer fit: the prompt was cut to the window.
+    document = long_document(tmp_path / "doc.txt", 12000)
+    with FakeOpenAIServer() as fake:
+        fake.always(CHAT, Reply(body=completion_body("noted", prompt_tokens=8192)))
+        result = invoke("ask", str(document), "-q", "What is the value?",
+                        "--context-window", "8192", *server_args(fake))  # fmt: skip
+    assert result.exit_code == 3, result.output
+    assert "8192-token window" in result.stderr and "truncated" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [("missing/trace.json", "does not exist"), ("doc.txt/trace.json", "is not a folder")],
+)
+def test_a_trace_path_that_cannot_be_written_is_refused_before_any_call(
+    server, document, tmp_path, where, message
+):
+    trace = tmp_path / where
+    result = invoke("ask", str(document), "-q", "q", "--trace", str(trace), *server_args(server))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("longread: error: --trace") and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert server.requests == []  # nothing was asked, nothing paid for
+
+
+def test_an_answer_is_printed_even_when_the_trace_cannot_be_written(document, tmp_path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    with FakeOpenAIServer() as fake:
+        # The trace's folder disappears while the document is being read.
+        gone = Reply(
+            body=completion_body("noted", prompt_tokens=COUNTED),
+            action=lambda: shutil.rmtree(folder),
+        )
+        fake.script(CHAT, gone)
+        fake.always(CHAT, Reply(body=completion_body("noted \\boxed{7}", prompt_tokens=COUNTED)))
+        result = invoke("ask", str(document), "-q", "What is the value?", "--chunk-tokens", "60",
+                        "--trace", str(folder / "t.json"), *server_args(fake))  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert result.stdout.strip() == "7"  # paid for, so never lost
+    errors = [line for line in result.stderr.splitlines() if line.startswith("longread: error:")]
+    assert len(errors) == 1 and "could not write the trace" in errors[0]
+    assert str(folder / "t.json") in errors[0]
+
+
+@contextlib.contextmanager
+def sigint_not_ignored() -> Iterator[None]:
+    """Let a child started here take Ctrl-C (a shell starts background jobs with SIGINT
+    ignored, and an ignored signal stays ignored across exec)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "said"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_a_signal_while_a_document_is_being_chunked_ends_the_run(tmp_path, sig, code, said):
+    # Exact counts from the server's tokenize endpoint, one request per paragraph and each
+    # slow: cutting this document into chunks would take many minutes.
+    document = tmp_path / "big.txt"
+    paragraph = "Paragraph {} of a long report, which says nothing much at some length."
+    document.write_text("\n\n".join(paragraph.format(i) for i in range(20000)))
+    with FakeOpenAIServer() as fake:
+        fake.script("/tokenize", Reply(body={"tokens": [1, 2, 3]}), Reply(body={"tokens": []}))
+        fake.always("/tokenize", Reply(body={"tokens": [1] * 16}, delay=0.05))
+        args = [sys.executable, "-m", "longread.cli", "ask", str(document), "-q", "q",
+                *server_args(fake)]  # fmt: skip
+        with sigint_not_ignored():
+            process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while len(fake.requests_to("/tokenize")) < 10:  # past the probe, chunking
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "chunking never started"
+            time.sleep(0.05)
+        process.send_signal(sig)
+        try:
+            _, stderr = process.communicate(timeout=60)  # a hang guard, not a timing test
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            pytest.fail(f"{sig.name} did not end a run that was chunking its document")
+        assert fake.requests_to(CHAT) == []
+    assert process.returncode == code
+    assert stderr.decode().strip().endswith(f"longread: {said}")

@@ -19,6 +19,7 @@ import pytest
 from longread.cli import cli
 
 from .fake_openai_server import (
+    COUNTED,
     FakeOpenAIServer,
     Reply,
     completion_body,
@@ -40,7 +41,7 @@ def eval_command(*args: str) -> list[str]:
 @pytest.fixture
 def server() -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer() as fake:
-        fake.always(CHAT, Reply(body=completion_body("noted \\boxed{7}")))
+        fake.always(CHAT, Reply(body=completion_body("noted \\boxed{7}", prompt_tokens=COUNTED)))
         yield fake
 
 
@@ -101,7 +102,9 @@ def sigint_not_ignored() -> Iterator[None]:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_run_resumes_without_duplicates_or_gaps(server, tmp_path, sig):
     # Slow enough that the run is still going when the signal lands, even on a busy machine.
-    server.always(CHAT, Reply(body=completion_body("noted \\boxed{7}"), delay=0.3))
+    server.always(
+        CHAT, Reply(body=completion_body("noted \\boxed{7}", prompt_tokens=COUNTED), delay=0.3)
+    )
     data, out = write_data(tmp_path / "data.jsonl", 16), tmp_path / "run"
     args = run_args(server, data, out, "--agent", "memagent", "--concurrency", "2")
     with sigint_not_ignored():
@@ -140,12 +143,17 @@ def test_a_killed_run_resumes_without_duplicates_or_gaps(server, tmp_path, sig):
         assert sessions[0]["ran"] == 16 - len(survived)
 
 
+def error_lines(stderr: str) -> list[str]:
+    """The error report at the end of stderr (after warnings such as the estimated counts')."""
+    return stderr[stderr.index("longread: error:") :].splitlines()
+
+
 def test_failed_calls_are_recorded_counted_and_retried(server, tmp_path):
     server.script(CHAT, *[Reply(500, error_body("overloaded", 500))] * 2)
     data, out = write_data(tmp_path / "data.jsonl", 4), tmp_path / "run"
     args = run_args(server, data, out, "--agent", "full", "--concurrency", "1", "--no-progress")
     first = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert first.returncode == 0, first.stderr
+    assert first.returncode == 3, first.stderr  # server trouble: rerunning may help
     assert sorted(rows(out)) == [
         ("s00", "failed"),
         ("s01", "failed"),
@@ -155,7 +163,13 @@ def test_failed_calls_are_recorded_counted_and_retried(server, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     # s02 (gold 7) is right, s03 (gold 8) wrong, the two failures count as wrong.
     assert (summary["done"], summary["failed"], summary["accuracy"]) == (2, 2, 0.25)
-    assert "2 sample(s) failed; rerun the same command" in first.stderr
+    assert "2/4 done, 2 failed" in first.stdout
+    lines = error_lines(first.stderr)
+    assert lines[0] == (
+        "longread: error: 2 of 4 samples failed, 2 of them on server trouble (transient: rerun "
+        "the same command to retry the failed samples)"
+    )
+    assert lines[1].startswith("  2 x transient: BackendError: ") and "HTTP 500" in lines[1]
     db = sqlite3.connect(out / "results.sqlite")
     errors = [e for (e,) in db.execute("SELECT error FROM results WHERE status = 'failed'")]
     db.close()
@@ -169,9 +183,66 @@ def test_failed_calls_are_recorded_counted_and_retried(server, tmp_path):
     assert "4/4 done, 0 failed, accuracy 50.0%" in second.stdout
 
 
+def test_samples_failing_on_a_bad_configuration_fail_the_run(server, tmp_path):
+    # A window too small for any chunk: every sample fails the same way, before any call.
+    data, out = write_data(tmp_path / "data.jsonl", 5), tmp_path / "run"
+    args = run_args(server, data, out, "--agent", "memagent", "--context-window", "512")
+    result = subprocess.run([*args, "--no-progress"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "0/5 done, 5 failed" in result.stdout
+    lines = error_lines(result.stderr)
+    assert lines[0] == (
+        "longread: error: 5 of 5 samples failed, 5 of them on a configuration error "
+        "(permanent: a rerun fails the same way until it is fixed)"
+    )
+    assert len(lines) == 2  # one line per distinct error
+    assert lines[1].startswith("  5 x permanent: BudgetError: a 512-token window leaves")
+    assert server.requests_to(CHAT) == []
+    # A rerun still retries them (here failing the same way), and still says so.
+    again = subprocess.run([*args, "--no-progress"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and error_lines(again.stderr)[0] == lines[0]
+    attempts = sqlite3.connect(out / "results.sqlite").execute("SELECT attempts FROM results")
+    assert {a for (a,) in attempts} == {2}
+
+
+def test_a_corrupt_results_database_is_a_one_line_error(server, tmp_path):
+    data, out = write_data(tmp_path / "data.jsonl", 2), tmp_path / "run"
+    args = run_args(server, data, out, "--agent", "full", "--no-progress")
+    run_ok(args)
+    for name in ("results.sqlite-wal", "results.sqlite-shm"):
+        (out / name).unlink(missing_ok=True)
+    (out / "results.sqlite").write_bytes(b"\x00garbage, not a database\n" * 200)
+    calls = len(server.requests_to(CHAT))
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        f"longread: error: {out / 'results.sqlite'} is not a readable results database"
+    )
+    assert len(result.stderr.splitlines()) == 1
+    assert len(server.requests_to(CHAT)) == calls
+
+
+def test_a_row_with_bad_json_is_run_again(server, tmp_path):
+    data, out = write_data(tmp_path / "data.jsonl", 3), tmp_path / "run"
+    args = run_args(server, data, out, "--agent", "full", "--no-progress")
+    run_ok(args)
+    db = sqlite3.connect(out / "results.sqlite")
+    with db:
+        db.execute("UPDATE results SET cost = '{\"calls\": ' WHERE sample_id = 's01'")
+    db.close()
+    calls = len(server.requests_to(CHAT))
+    result = run_ok(args)
+    assert "skipped 1 unreadable row" in result.stderr and "s01" in result.stderr
+    assert len(server.requests_to(CHAT)) - calls == 1  # s01 alone, run again
+    assert "3/3 done, 0 failed" in result.stdout
+    assert sorted(rows(out)) == [("s00", "done"), ("s01", "done"), ("s02", "done")]
+
+
 def test_a_second_run_on_a_busy_folder_is_refused_until_the_first_ends(server, tmp_path):
     # Slow replies keep the first run busy for longer than the second takes to start.
-    server.always(CHAT, Reply(body=completion_body("noted \\boxed{7}"), delay=1.5))
+    server.always(
+        CHAT, Reply(body=completion_body("noted \\boxed{7}", prompt_tokens=COUNTED), delay=1.5)
+    )
     data, out = write_data(tmp_path / "data.jsonl", 8), tmp_path / "run"
     args = run_args(server, data, out, "--agent", "full", "--concurrency", "1", "--no-progress")
     first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -209,7 +280,7 @@ def test_resuming_with_another_agent_is_refused(server, tmp_path):
 
 
 def test_no_more_requests_in_flight_than_the_concurrency(server, tmp_path):
-    server.always(CHAT, Reply(body=completion_body("\\boxed{7}"), delay=0.3))
+    server.always(CHAT, Reply(body=completion_body("\\boxed{7}", prompt_tokens=COUNTED), delay=0.3))
     data, out = write_data(tmp_path / "data.jsonl", 9), tmp_path / "run"
     args = run_args(server, data, out, "--agent", "full", "--concurrency", "3", "--no-progress")
     result = subprocess.run(args, capture_output=True, text=True, timeout=120)
@@ -253,6 +324,43 @@ def test_data_errors_are_one_line_and_exit_2(server, tmp_path):
     assert result.returncode == 2
     expected = "holds no data files (.jsonl, .json, .parquet, .pq)"
     assert result.stderr == f"longread: error: {tmp_path / 'empty'} {expected}\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "data.jsonl: holds no records"),
+        ("\n \n", "data.jsonl: holds no records"),
+        (
+            '{"id": "a", "question": "q?", "context": "c", "answers": ["x"]}\n{"id": ',
+            "data.jsonl:2: not valid JSON",
+        ),
+        (
+            '{"id": "a", "question": "q?", "context": "  \\n ", "answers": ["x"]}\n',
+            "sample 'a' has an empty context (no document to read)",
+        ),
+        (
+            '{"id": "a", "question": " ", "context": "text", "answers": ["x"]}\n',
+            "data.jsonl:1: 'question' is empty",
+        ),
+        (
+            '{"id": "a", "question": "q?", "context": "c", "answers": ["x"]}\n' * 2,
+            "data.jsonl:2: id 'a' was already used",
+        ),
+    ],
+    ids=["empty", "blank", "cut-short", "empty-context", "empty-question", "duplicate"],
+)
+def test_bad_data_is_refused_before_the_server_is_asked_anything(
+    server, tmp_path, content, message
+):
+    data = tmp_path / "data.jsonl"
+    data.write_text(content)
+    args = run_args(server, data, tmp_path / "run", "--agent", "full", "--no-progress")
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("longread: error: ") and message in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert server.requests == []
 
 
 def run_ok(args: list[str]) -> subprocess.CompletedProcess[str]:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import builtins
 import json
+import sqlite3
 from statistics import mean
 
 import pytest
 from click.testing import CliRunner
 
+from longread.cli import cli
 from longread.cli.eval import eval_group
 from longread.errors import BackendError, UsageError
 from longread.eval.report import (
@@ -261,3 +263,55 @@ def test_length_ticks_read_like_the_papers():
         "3500",
         "50",
     ]
+
+
+def corrupt(run_dir) -> None:
+    """Overwrite the run's results database with bytes that are not SQLite."""
+    for name in ("results.sqlite", "results.sqlite-wal", "results.sqlite-shm"):
+        (run_dir / name).unlink(missing_ok=True)
+    (run_dir / "results.sqlite").write_bytes(b"\x00garbage, not a database\n" * 200)
+
+
+async def test_a_corrupt_results_database_is_a_one_line_error(run_dirs):
+    corrupt(run_dirs[0])
+    result = CliRunner().invoke(cli, ["eval", "report", *map(str, run_dirs)])
+    assert result.exit_code == 2, result.output
+    database = run_dirs[0] / "results.sqlite"
+    assert result.stderr.startswith(f"longread: error: {database} is not a readable results")
+    assert len(result.stderr.splitlines()) == 1
+
+
+async def test_rows_with_bad_json_are_skipped_and_counted(run_dirs):
+    full = run_dirs[0]
+    db = sqlite3.connect(full / "results.sqlite")
+    with db:
+        db.execute("""UPDATE results SET score = '{"sub_em": 1.0' WHERE sample_id = 'a1'""")
+        db.execute("UPDATE results SET cost = 'null' WHERE sample_id = 'b2'")
+    db.close()
+    result = CliRunner().invoke(cli, ["eval", "report", str(full)])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (
+        f"longread: warning: {full / 'results.sqlite'}: skipped 2 unreadable rows "
+        "(score or cost not valid JSON): a1, b2\n"
+    )
+    rows = table_rows(result.stdout)
+    assert rows[("toy", "1000", "full")][0] == "3"  # a2, a3, a4 of the four
+    assert rows[("toy", "8000", "full")][0] == "1"
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("blocker/r.md", "blocker is not a folder"),
+        ("blocker/sub/r.md", "blocker is not a folder"),
+    ],
+)
+async def test_an_output_path_that_cannot_be_created_is_a_one_line_error(
+    run_dirs, tmp_path, target, message
+):
+    (tmp_path / "blocker").write_text("a file where a folder should be")
+    args = ["eval", "report", str(run_dirs[0]), "--markdown", str(tmp_path / target)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("longread: error: --markdown") and message in result.stderr
+    assert len(result.stderr.splitlines()) == 1

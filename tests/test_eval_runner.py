@@ -95,11 +95,19 @@ async def test_failures_stay_in_the_denominator_and_are_retried(tmp_path, error)
     assert [(s["ran"], s["failed"]) for s in sessions] == [(4, 1), (1, 0)]
 
 
-async def test_a_dead_server_stops_the_run_after_a_streak_of_failures(tmp_path):
+@pytest.mark.parametrize(
+    ("error", "raised"),
+    [
+        (BackendError("connection refused", transient=True), BackendError),  # exit 3
+        (BackendError("HTTP 400: connection refused by policy"), UsageError),  # exit 2
+    ],
+    ids=["transient", "permanent"],
+)
+async def test_a_dead_server_stops_the_run_after_a_streak_of_failures(tmp_path, error, raised):
     samples = [sample(str(i), ["Paris"]) for i in range(10)]
-    backend = AnswerBackend({question(s.id): BackendError("connection refused") for s in samples})
+    backend = AnswerBackend({question(s.id): error for s in samples})
     with open_store(tmp_path) as store:
-        with pytest.raises(BackendError, match=r"3 samples failed in a row.*connection refused"):
+        with pytest.raises(raised, match=r"3 samples failed in a row.*connection refused"):
             await run_eval(
                 samples, factory(backend), store, 1, progress=False, max_consecutive_failures=3
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -272,6 +273,38 @@ async def test_timeout_is_retried(server: FakeOpenAIServer) -> None:
         result = await chat(backend)
     assert result.text == "hello"
     assert len(server.requests_to(CHAT)) == 2
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        Reply(body=json.dumps(completion_body("lost"))[:45]),  # complete, but not whole JSON
+        Reply(body=completion_body("lost"), cut_at=45),  # cut off on the wire
+    ],
+    ids=["garbled", "cut"],
+)
+async def test_a_200_with_a_broken_body_is_retried_with_backoff(
+    server: FakeOpenAIServer, sleeps: list[float], broken: Reply
+) -> None:
+    server.script(CHAT, broken, Reply(body=completion_body("whole")))
+    async with make_backend(server) as backend:
+        result = await chat(backend)
+    assert result.text == "whole"
+    assert len(server.requests_to(CHAT)) == 2
+    assert len(sleeps) == 1  # one backoff wait, as for a dropped connection
+
+
+async def test_a_200_that_never_parses_gives_up_after_max_retries(
+    server: FakeOpenAIServer, sleeps: list[float]
+) -> None:
+    server.always(CHAT, Reply(body='{"id": "cmpl-1", "choices": [{"mess'))
+    async with make_backend(server, max_retries=2) as backend:
+        with pytest.raises(BackendError) as exc:
+            await chat(backend)
+    assert len(server.requests_to(CHAT)) == 3
+    message = assert_one_line(exc)
+    assert "200" in message and "not valid JSON" in message and "gave up after 3" in message
+    assert exc.value.transient  # server trouble, not a configuration to fix
 
 
 async def test_persistent_5xx_gives_up_after_max_retries(server: FakeOpenAIServer) -> None:

@@ -8,7 +8,7 @@ import types
 import pytest
 
 from longread.errors import UsageError
-from longread.text.reading import iter_paragraphs, read_document
+from longread.text.reading import check_document, iter_paragraphs, read_document
 
 from .text_helpers import document, paragraph
 
@@ -112,13 +112,25 @@ def test_unreadable_file(tmp_path, monkeypatch):
         _read(path)
 
 
-@pytest.mark.parametrize("content", [b"", b"\xef\xbb\xbf"])
+@pytest.mark.parametrize("content", [b"", b"\xef\xbb\xbf", b" \n\n\t \r\n"])
 def test_empty_file(tmp_path, content):
     path = tmp_path / "empty.txt"
     path.write_bytes(content)
     with pytest.raises(UsageError) as caught:
         _read(path)
-    assert str(caught.value) == f"{path} is empty"
+    assert str(caught.value) == f"{path} is empty (no text to read)"
+    with pytest.raises(UsageError) as caught:
+        check_document(path)
+    assert str(caught.value) == f"{path} is empty (no text to read)"
+
+
+def test_checking_a_document_accepts_text_after_blank_lines(tmp_path):
+    path = tmp_path / "doc.txt"
+    path.write_bytes(b"\n" * 10 + b"Words." + b"\xff" * 10)
+    check_document(path)
+    path.write_bytes(b"   ")
+    with pytest.raises(UsageError, match=r"^a name is empty"):
+        check_document(path, name="a name")
 
 
 def test_dash_reads_stdin_buffer(monkeypatch):

@@ -200,8 +200,9 @@ def test_encode_without_endpoint_or_server_is_a_backend_error(serve):
     assert tok is not None
     server.shutdown()
     server.server_close()
-    with tok, pytest.raises(BackendError, match="tokenize request"):
+    with tok, pytest.raises(BackendError, match="tokenize request") as gone:
         tok.encode(TEXT)
+    assert gone.value.transient  # server trouble: an eval rerun retries the sample
 
 
 def test_chunking_with_a_server_tokenizer(serve):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,28 @@ def test_a_grpo_stage_starts_from_the_sft_adapter(tiny_model: Path, tmp_path: Pa
     assert lora_b and all(p.requires_grad for _, p in lora_b)
     assert all(torch.equal(p, warm[n]) for n, p in lora_b)
     assert any(p.abs().sum() > 0 for _, p in lora_b)  # the warm start, not a fresh LoRA
+
+
+def test_evidence_weight_multiplies_the_rows_that_take_in_evidence(tiny_model: Path) -> None:
+    policy = load_policy(ModelSection(path=str(tiny_model), lora=False), seed=0)
+    config = make_config("memagent", chunk_tokens=250, memory_tokens=32, prompt_set="notes")
+    agent = make_agent("memagent", PolicyBackend(policy), policy_tokenizer(policy), config)
+    turns = asyncio.run(oracle_episode(agent, sample()))
+    rows = oracle_rows(agent, policy, [sample()], evidence_weight=3.0)
+    # the one update whose section holds the needle is weighted; keeping notes and answering not
+    needle_first = turns[0].reply == NEEDLE
+    assert [t.takes_evidence for t in turns] == [needle_first, not needle_first, False]
+    assert sorted(r.advantage for r in rows) == [1.0, 1.0, 3.0]
+
+
+def test_the_sft_loss_weights_each_row_by_its_advantage(tiny_model: Path, tmp_path: Path) -> None:
+    """With every row weighted 2, the loss is twice the plain token mean, exactly."""
+    raw = sft_config(tiny_model, tmp_path, steps=1)
+    trainer = make_trainer(TrainConfig.from_dict(raw), tmp_path / "run")
+    rows = oracle_rows(trainer._oracle_agent(), trainer.policy, [sample()])
+    plain, _ = trainer._supervised_update(rows)
+    trainer.policy.model.load_state_dict(make_trainer(TrainConfig.from_dict(raw), tmp_path / "b")
+                                         .policy.model.state_dict())  # fmt: skip
+    doubled = [replace(r, advantage=2.0) for r in rows]
+    weighted, _ = trainer._supervised_update(doubled)
+    assert weighted == pytest.approx(2 * plain, rel=1e-5)

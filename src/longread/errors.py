@@ -8,9 +8,14 @@ from __future__ import annotations
 
 
 class LongreadError(Exception):
-    """Base class for errors that end a run with a one-line message."""
+    """Base class for errors that end a run with a one-line message.
+
+    ``transient`` tells server trouble that a rerun may not meet again (5xx, 429, timeouts, lost
+    connections, all retries spent) from a cause a rerun meets again until someone fixes it (a
+    bad flag, a window too small, a request the server rejects): ``eval run`` says which."""
 
     exit_code = 1
+    transient = False
 
 
 class UsageError(LongreadError):
@@ -20,9 +25,14 @@ class UsageError(LongreadError):
 
 
 class BackendError(LongreadError):
-    """The LLM backend cannot be reached, rejected the request, or kept failing after retries."""
+    """The LLM backend cannot be reached, rejected the request, or kept failing after retries
+    (``transient=True``: the retries were spent on server trouble)."""
 
     exit_code = 3
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class BudgetError(LongreadError):

@@ -16,12 +16,15 @@ Schema history:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import textwrap
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import IO, Any, Literal, Protocol, get_args
 
 from .files import write_json
 from .llm.base import Completion, Message
@@ -137,6 +140,13 @@ class Step:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def shed_text(self) -> None:
+        """Drop what only the trace file needs (the prompt, the reply, the memory, token ids),
+        keeping the bookkeeping a run's totals, notes and costs are made of (kind, counts,
+        timing, flags). Done to each step once a sink has it, so that a long run's memory
+        does not grow with every prompt it sent."""
+        self.messages, self.reply, self.memory, self.tokens = [], "", None, None
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Step:
         """A step from its JSON form, migrating schema 1 records."""
@@ -218,9 +228,102 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+class StepSink(Protocol):
+    """Where a run hands each step once it is complete (``Agent.run(..., sink=...)``)."""
+
+    def write(self, step: Step) -> None:
+        """Take ``step``; it is stripped of its text (``Step.shed_text``) right after."""
+        ...
+
+
+class _Discard:
+    """A sink that keeps nothing: a run whose steps nobody will read (``ask`` without
+    ``--trace``) still sheds their text as it goes."""
+
+    def write(self, step: Step) -> None:
+        pass
+
+
+DISCARD: StepSink = _Discard()
+
+
+class TraceWriter:
+    """Writes a run's trace file while the run goes: each step the moment it is complete,
+    the answer and the rest of the run at the end (``finish``). The file is the one
+    ``Run.save`` writes (the same keys; the steps come first), so ``Run.load``, the viewer and
+    ``trace migrate`` read it as any trace; memory holds one step at a time, whatever the run's
+    length.
+
+    Until ``finish`` the steps go to ``PATH.tmp``, which ``finish`` renames to ``PATH``: a trace
+    file under its own name is always whole. A write that fails (a full disk, a folder gone)
+    does not stop the run: the error is kept and raised by ``finish``, after the run's answer
+    is safe. ``discard`` removes the temporary file of a run that failed.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._tmp = self.path.with_name(self.path.name + ".tmp")
+        self._handle: IO[str] | None = open(self._tmp, "w", encoding="utf-8")  # noqa: SIM115
+        self._steps = 0
+        self.error: OSError | None = None
+        self._put('{\n  "steps": [')
+
+    def write(self, step: Step) -> None:
+        """Append ``step`` to the file (flushed, so it is on disk before the next call)."""
+        record = json.dumps(step.to_dict(), indent=2, ensure_ascii=False)
+        self._put(("\n" if self._steps == 0 else ",\n") + textwrap.indent(record, "    "))
+        self._steps += 1
+
+    def finish(self, run: Run) -> None:
+        """Write the rest of ``run`` and give the file its name; raises the first write error
+        (OSError), if any."""
+        ending = "\n  ]" if self._steps else "]"
+        for key, value in run.head().items():
+            text = textwrap.indent(json.dumps(value, indent=2, ensure_ascii=False), "  ")
+            ending += f',\n  "{key}": {text.lstrip()}'
+        self._put(ending + "\n}\n")
+        if self.error is None and self._handle is not None:
+            try:
+                os.fsync(self._handle.fileno())
+                self._close()
+                os.replace(self._tmp, self.path)
+            except OSError as exc:
+                self.error = exc
+        if self.error is not None:
+            with contextlib.suppress(OSError):
+                self.discard()  # half a trace is no trace
+            raise self.error
+
+    def discard(self) -> None:
+        """Close and remove the temporary file (a run that failed has no trace)."""
+        self._close()
+        self._tmp.unlink(missing_ok=True)
+
+    def _put(self, text: str) -> None:
+        if self.error is not None or self._handle is None:
+            return
+        try:
+            self._handle.write(text)
+            self._handle.flush()
+        except OSError as exc:
+            self.error = exc
+
+    def _close(self) -> None:
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            try:
+                handle.close()
+            except OSError as exc:
+                self.error = self.error or exc
+
+
 @dataclass
 class Run:
-    """The outcome of one agent run: the answer and every step."""
+    """The outcome of one agent run: the answer and every step.
+
+    A run that handed its steps to a sink (``streamed``: ``ask``, ``eval run``) keeps in
+    ``steps`` only their bookkeeping (kind, counts, timing, flags; the final step whole):
+    prompts, replies and memories went to the sink, so ``save`` refuses it."""
 
     agent: str
     question: str
@@ -235,6 +338,7 @@ class Run:
     sample_id: str | None = None
     started: str = ""
     schema: int = SCHEMA_VERSION
+    streamed: bool = field(default=False, repr=False, compare=False)
 
     @property
     def calls(self) -> int:
@@ -266,15 +370,20 @@ class Run:
             "notes": self.notes,
         }
 
-    def to_dict(self) -> dict[str, Any]:
-        """Everything, JSON-ready: summary, config and every step."""
+    def head(self) -> dict[str, Any]:
+        """Everything but the steps, JSON-ready: summary and config."""
         return {
             **self.summary(),
             "seconds": self.seconds,  # exact: the summary's is rounded for people
             "final_reply": self.final_reply,
             "config": self.config,
-            "steps": [s.to_dict() for s in self.steps],
         }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything, JSON-ready: summary, config and every step."""
+        if self.streamed:
+            raise ValueError("this run streamed its steps to a sink; its trace is there")
+        return {**self.head(), "steps": [s.to_dict() for s in self.steps]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Run:

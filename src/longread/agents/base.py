@@ -10,10 +10,18 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from ..errors import BackendError, BudgetError, UsageError
-from ..llm.base import Completion, LLMBackend, Message, SamplingParams, check_prompt_truncation
-from ..text.chunking import Chunk, chunk_text
+from ..llm.base import (
+    ESTIMATE_TOLERANCE,
+    EXACT_TOLERANCE,
+    Completion,
+    LLMBackend,
+    Message,
+    SamplingParams,
+    check_prompt_truncation,
+)
+from ..text.chunking import Chunk, SpooledChunks, achunk_text
 from ..text.tokenizer import Tokenizer
-from ..trace import NO_BOXED_ANSWER, Run, Step, StepKind, new_run_id, utc_now
+from ..trace import NO_BOXED_ANSWER, Run, Step, StepKind, StepSink, new_run_id, utc_now
 from .answer import strip_think
 from .budget import ChunkPlan
 from .config import SamplingConfig
@@ -40,9 +48,18 @@ class Agent(Protocol):
         that cut a file themselves cut it to this size)."""
         ...
 
-    async def run(self, question: str, document: Document, *, sample_id: str | None = None) -> Run:
+    async def run(
+        self,
+        question: str,
+        document: Document,
+        *,
+        sample_id: str | None = None,
+        sink: StepSink | None = None,
+    ) -> Run:
         """Read ``document`` and answer ``question``; the Run holds the answer and every step.
-        ``sample_id`` names the sample in every step record (evaluation and training set it)."""
+        ``sample_id`` names the sample in every step record (evaluation and training set it);
+        a ``sink`` gets each step once complete, and the Run then keeps their bookkeeping only
+        (``ask`` and ``eval run`` stream traces to disk this way)."""
         ...
 
 
@@ -52,7 +69,11 @@ class CallContext:
     the ids every step record carries, and where to report progress.
 
     ``record_tokens`` asks the backend for prompt ids, sampled ids and logprobs and keeps them
-    in each step's ``tokens`` (training needs them; off by default: it costs trace space)."""
+    in each step's ``tokens`` (training needs them; off by default: it costs trace space).
+
+    With a ``sink``, each step goes to it once complete, and then sheds its text
+    (``Step.shed_text``). A step is complete when the next call begins (agents read and flag
+    a reply before they make their next call) or when the run ends (``flush``)."""
 
     backend: LLMBackend
     tokenizer: Tokenizer
@@ -61,9 +82,20 @@ class CallContext:
     run_id: str = field(default_factory=new_run_id)
     sample_id: str | None = None
     record_tokens: bool = False
+    sink: StepSink | None = None
+    _pending: Step | None = field(default=None, init=False, repr=False)
 
     def count(self, text: str) -> int:
         return self.tokenizer.count(text)
+
+    def flush(self, *, shed: bool = True) -> None:
+        """Hand the last step to the sink; ``shed=False`` keeps its text (the final step,
+        which the Run is made of)."""
+        step, self._pending = self._pending, None
+        if step is not None and self.sink is not None:
+            self.sink.write(step)
+            if shed:
+                step.shed_text()
 
     async def call(
         self,
@@ -77,6 +109,7 @@ class CallContext:
         answer): a run either completes or fails loudly."""
         if self.record_tokens:
             params = replace(params, record_tokens=True)
+        self.flush()  # the previous step is complete: its reply was read before this call
         started = utc_now()
         completion = await self.backend.chat(messages, params)
         record = Step.from_completion(
@@ -84,9 +117,10 @@ class CallContext:
             record_tokens=self.record_tokens, **extra,
         )  # fmt: skip
         record.run_id, record.sample_id = self.run_id, self.sample_id
+        self._pending = record
         if self.progress is not None:  # before the checks: a refused call was still paid for
             self.progress(record, self.expected_calls)
-        _check_not_truncated(self, messages, completion)
+        _check_not_truncated(self, messages, params, completion)
         if self.record_tokens and record.tokens is None:
             raise BackendError(
                 f"the {self.backend.name} backend returned no token ids although the run "
@@ -140,15 +174,25 @@ class AgentBase(Generic[ConfigT]):
         """Make the run's calls through ``ctx``; the agent's own method."""
         raise NotImplementedError
 
-    async def run(self, question: str, document: Document, *, sample_id: str | None = None) -> Run:
-        """Read ``document`` and answer ``question``; the Run holds the answer and every step."""
+    async def run(
+        self,
+        question: str,
+        document: Document,
+        *,
+        sample_id: str | None = None,
+        sink: StepSink | None = None,
+    ) -> Run:
+        """Read ``document`` and answer ``question``; the Run holds the answer and every step.
+        With a ``sink`` (a ``TraceWriter``; ``DISCARD``), every step goes there once complete
+        and the Run keeps only their bookkeeping (``Run.streamed``)."""
         started, clock = utc_now(), time.perf_counter()
         question = require_question(question)
         ctx = CallContext(
             self.backend, self.tokenizer, self.progress,
-            sample_id=sample_id, record_tokens=self.record_tokens,
+            sample_id=sample_id, record_tokens=self.record_tokens, sink=sink,
         )  # fmt: skip
         reading = await self.read(ctx, question, document)
+        ctx.flush(shed=False)
         final = reading.steps[-1]
         return Run(
             agent=self.name,
@@ -163,20 +207,31 @@ class AgentBase(Generic[ConfigT]):
             run_id=ctx.run_id,
             sample_id=sample_id,
             started=started,
+            streamed=sink is not None,
         )
 
-    async def chunks(self, question: str, document: Document) -> tuple[ChunkPlan, list[Chunk]]:
+    async def chunks(self, question: str, document: Document) -> tuple[ChunkPlan, Sequence[Chunk]]:
         """The chunk plan for ``question`` and the document cut to it."""
         plan = self.plan(question)
         return plan, await prepare_chunks(document, self.tokenizer, plan.chunk_tokens)
 
 
-def _check_not_truncated(ctx: CallContext, messages: list[Message], completion: Completion) -> None:
+def _check_not_truncated(
+    ctx: CallContext, messages: list[Message], params: SamplingParams, completion: Completion
+) -> None:
     """Catch servers that silently cut prompts: compare the reported prompt tokens with our
-    count. An approximate tokenizer cannot tell, so it is not asked."""
-    if getattr(ctx.tokenizer, "exact", True):
-        expected = sum(ctx.count(m["content"]) for m in messages)
-        check_prompt_truncation(completion, expected)
+    count, with a tolerance that fits how exact the count is. An estimate may also run short
+    of the real prompt, which a server then cuts to its window: with the window known, a
+    prompt that filled it is caught too (exact counts never run short: every call was
+    planned to fit)."""
+    exact = getattr(ctx.tokenizer, "exact", True)
+    check_prompt_truncation(
+        completion,
+        sum(ctx.count(m["content"]) for m in messages),
+        EXACT_TOLERANCE if exact else ESTIMATE_TOLERANCE,
+        window=None if exact else ctx.backend.context_window,
+        max_tokens=params.max_tokens,
+    )
 
 
 def require_question(question: str) -> str:
@@ -186,23 +241,30 @@ def require_question(question: str) -> str:
     return question
 
 
-async def prepare_chunks(document: Document, tokenizer: Tokenizer, max_tokens: int) -> list[Chunk]:
+async def prepare_chunks(
+    document: Document, tokenizer: Tokenizer, max_tokens: int
+) -> Sequence[Chunk]:
     """Chunks of at most ``max_tokens``: cut a string (in a worker thread, so long texts never
-    block the event loop), or check chunks the caller cut already."""
+    block the event loop), or check chunks the caller cut already. Those are used as given,
+    never copied: ``achunk_file``'s chunks stay on disk until each is read."""
     if isinstance(document, str):
         if not document.strip():
             raise UsageError("the document is empty")
-        return await asyncio.to_thread(chunk_text, document, tokenizer, max_tokens)
-    chunks = list(document)
-    if not chunks:
+        return await achunk_text(document, tokenizer, max_tokens)
+    if not document:
         raise UsageError("the document is empty")
-    too_big = [c for c in chunks if c.tokens > max_tokens]
-    if too_big:
+    counts = (
+        document.token_counts()
+        if isinstance(document, SpooledChunks)
+        else [c.tokens for c in document]
+    )
+    too_big = next((i for i, tokens in enumerate(counts) if tokens > max_tokens), None)
+    if too_big is not None:
         raise BudgetError(
-            f"chunk {too_big[0].index} has {too_big[0].tokens} tokens but this run allows "
+            f"chunk {too_big} has {counts[too_big]} tokens but this run allows "
             f"{max_tokens}; cut the document with max_tokens={max_tokens}"
         )
-    return chunks
+    return document
 
 
 def run_sync(agent: Agent, question: str, document: Document) -> Run:

@@ -411,7 +411,7 @@ class RAG(AgentBase[RAGConfig]):
         }
         return Reading([record], used, self._notes(plan, len(chunks), ranking, selection))
 
-    def _retrieve(self, question: str, chunks: list[Chunk]) -> tuple[Ranking, Selection]:
+    def _retrieve(self, question: str, chunks: Sequence[Chunk]) -> tuple[Ranking, Selection]:
         ranking = rank_chunks(question, chunks)
         window = self.backend.context_window
         return ranking, select_chunks(

@@ -7,6 +7,7 @@ of a MemAgent turn: evaluation, serving, MemReread's passes and RL rollouts all 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..llm.base import Message
@@ -148,7 +149,7 @@ async def read_with_memory(
     ctx: CallContext,
     config: MemAgentConfig,
     question: str,
-    chunks: list[Chunk],
+    chunks: Sequence[Chunk],
     first_step: int = 0,
     phase: str = "",
     reread: Reread | None = None,

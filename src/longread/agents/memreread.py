@@ -11,6 +11,7 @@ Calls for N chunks: N + 2 when the first decision is STOP; (R + 1) N + 3R + 1 at
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import BudgetError, UsageError
@@ -148,7 +149,7 @@ class MemReread(AgentBase[MemRereadConfig]):
         return Reading(trace, {"chunk_tokens_used": plan.chunk_tokens}, notes)
 
     async def _reread_rounds(
-        self, ctx: CallContext, question: str, memory: str, chunks: list[Chunk],
+        self, ctx: CallContext, question: str, memory: str, chunks: Sequence[Chunk],
         trace: list[Step],
     ) -> str:  # fmt: skip
         """Decide, reread, answer, integrate; up to ``max_reread`` times. Returns the memory."""
@@ -204,7 +205,7 @@ class MemReread(AgentBase[MemRereadConfig]):
         )
 
     async def _reread(
-        self, ctx: CallContext, sub_question: str, chunks: list[Chunk], round_: int,
+        self, ctx: CallContext, sub_question: str, chunks: Sequence[Chunk], round_: int,
         trace: list[Step],
     ) -> tuple[str, str]:  # fmt: skip
         """A fresh MemAgent pass with the sub-question as the problem, then its boxed answer."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -244,7 +244,7 @@ async def read_with_recall(
     ctx: CallContext,
     config: ReMemR1Config,
     question: str,
-    chunks: list[Chunk],
+    chunks: Sequence[Chunk],
     history: MemoryHistory,
 ) -> tuple[str, str, list[Step]]:
     """Every chunk in order, one step each. Returns the memory, the recalled memory for the

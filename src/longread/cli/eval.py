@@ -22,6 +22,7 @@ from .options import (
     agent_options,
     backend_options,
     backend_settings,
+    check_output_file,
     record_tokens_option,
     run_or_exit,
 )
@@ -72,7 +73,10 @@ def run(
     settings = dataclasses.replace(backend_settings(options), max_concurrency=concurrency)
     config = make_config(agent, **options)
     job = _eval_run(data, agent, config, settings, out, concurrency, limit, progress, record_tokens)
-    run_or_exit(job)
+    summary = run_or_exit(job)
+    _print_summary(summary, out)
+    if summary.failed:
+        click.get_current_context().exit(_report_failures(summary))
 
 
 async def _eval_run(
@@ -85,8 +89,8 @@ async def _eval_run(
     limit: int | None,
     progress: bool,
     record_tokens: bool,
-) -> None:
-    from ..eval.runner import run_eval
+) -> Summary:
+    from ..eval.runner import check_samples, run_eval
     from ..eval.store import RunStore, run_config
     from ..llm.factory import make_backend, make_tokenizer
 
@@ -98,6 +102,7 @@ async def _eval_run(
     samples = loaded[:limit]
     if not samples:
         raise UsageError(f"no samples in {data}")
+    check_samples(samples)  # before any server is asked anything or a model loaded
     # The data is identified by the content of every sample, not only the --limit ones, so a
     # resume with another --limit (or from a moved folder) matches the run's saved data_hash.
     run = await asyncio.to_thread(
@@ -121,7 +126,7 @@ async def _eval_run(
             )
         finally:
             await backend.aclose()
-    _print_summary(summary, out)
+    return summary
 
 
 def _note_foreign_results(store: Any, samples: list[Sample], out: str) -> None:
@@ -144,12 +149,39 @@ def _print_summary(summary: Summary, out: str) -> None:
         f"wall {summary.wall_seconds:.1f}s, backend busy {summary.backend_busy_seconds:.1f}s, "
         f"overhead {summary.overhead_seconds:.1f}s; details in {Path(out) / 'summary.json'}"
     )
-    if summary.failed:
-        click.echo(
-            f"longread: note: {summary.failed} sample(s) failed; rerun the same command to "
-            "retry them",
-            err=True,
+
+
+# Distinct error messages listed after a run with failed samples; the rest are counted.
+_SHOWN_FAILURES = 5
+
+
+def _report_failures(summary: Summary) -> int:
+    """Say how many samples failed and why, grouped by message, permanent (a configuration
+    error: a rerun fails the same way) told from transient (server trouble: a rerun may pass).
+    Returns the exit code: 2 when any failure is permanent, else 3 (as ``ask`` exits)."""
+    permanent = sum(f["samples"] for f in summary.failures if not f["transient"])
+    transient = sum(f["samples"] for f in summary.failures if f["transient"])
+    kinds = []
+    if permanent:
+        kinds.append(
+            f"{permanent} of them on a configuration error (permanent: a rerun fails the same "
+            "way until it is fixed)"
         )
+    if transient:
+        kinds.append(
+            f"{transient} of them on server trouble (transient: rerun the same command to "
+            "retry the failed samples)"
+        )
+    head = f"longread: error: {summary.failed} of {summary.total} samples failed"
+    click.echo(", ".join([head, *kinds]), err=True)
+    for failure in summary.failures[:_SHOWN_FAILURES]:
+        kind = "transient" if failure["transient"] else "permanent"
+        click.echo(f"  {failure['samples']} x {kind}: {failure['error']}", err=True)
+    hidden = summary.failures[_SHOWN_FAILURES:]
+    if hidden:
+        count = sum(f["samples"] for f in hidden)
+        click.echo(f"  {count} more with {len(hidden)} other messages (summary.json)", err=True)
+    return 2 if permanent else 3
 
 
 @eval_group.command("report")
@@ -180,9 +212,10 @@ def report(
 ) -> None:
     """Tables (and a plot) of one or more run folders RUN_DIRS: accuracy and cost per
     dataset x context length x agent, then where each run's time went."""
-    for path in (markdown_path, plot_path, json_path):
-        if path:  # a new folder for the outputs is made, not a traceback
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+    outputs = {"--markdown": markdown_path, "--plot": plot_path, "--json": json_path}
+    for flag, path in outputs.items():
+        if path:  # checked before the runs are read; a new folder for the outputs is made
+            _prepare_output(path, flag)
     rows = load_runs(run_dirs)
     text = markdown_report(rows) + "\n" + run_time_report(run_times(run_dirs))
     if plot_path:
@@ -194,6 +227,21 @@ def report(
         Path(markdown_path).write_text(text)
     else:
         click.echo(text, nl=False)
+
+
+def _prepare_output(path: str, flag: str) -> None:
+    """Make the folder of an output file, or say in one line why it cannot be made or written."""
+    folder = Path(path).parent
+    blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise UsageError(f"{flag} {path}: {blocker} is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"{flag} {path}: cannot create the folder {folder}: {exc.strerror or exc}"
+        ) from None
+    check_output_file(path, flag)
 
 
 eval_group.add_command(_run_command(), "run")

@@ -12,22 +12,25 @@ import click
 
 from .. import __version__
 from ..agents.registry import AGENTS, make_agent, make_config
+from ..errors import UsageError
 from ..llm.factory import BackendSettings, make_backend, make_tokenizer
 from ..text import achunk_file
-from ..trace import Run
+from ..trace import DISCARD, Run, TraceWriter
 from .data import data_group
+from .document import checked_document
 from .errors import LongreadGroup
 from .eval import eval_group
 from .options import (
     agent_options,
     backend_options,
     backend_settings,
+    check_output_file,
     record_tokens_option,
     run_or_exit,
 )
 from .progress import RunProgress
-from .trace import trace_group
 from .serve import serve_command
+from .trace import trace_group
 from .train import train_command
 from .view import view_command
 
@@ -93,21 +96,33 @@ def ask(
     if file != "-" and not Path(file).is_file():
         what = "is a directory" if Path(file).is_dir() else "does not exist"
         raise click.BadParameter(f"{file} {what}", param_hint="'FILE'")
+    if trace_path:
+        check_output_file(trace_path, "--trace")
     settings = backend_settings(options)
     config = make_config(agent, **options)
-    run = run_or_exit(_ask(file, question, agent, settings, config, record_tokens))
-    if trace_path:
-        run.save(trace_path)
-    _print_run(run, as_json)
+    with checked_document(file) as (path, name):
+        writer = _open_trace(trace_path) if trace_path else None
+        try:
+            job = _ask(path, name, question, agent, settings, config, record_tokens, writer)
+            run = run_or_exit(job)
+        except BaseException:
+            if writer is not None:
+                writer.discard()
+            raise
+    _print_run(run, as_json)  # first: an answer that was paid for is never lost
+    if writer is not None:
+        _finish_trace(writer, run)
 
 
 async def _ask(
     file: str,
+    name: str,
     question: str,
     agent_name: str,
     settings: BackendSettings,
     config: Any,
     record_tokens: bool,
+    writer: TraceWriter | None,
 ) -> Run:
     backend = make_backend(settings)
     try:
@@ -119,11 +134,32 @@ async def _ask(
             plan = agent.plan(question)
             if plan.shrunk:
                 click.echo(f"longread: note: {plan.note()}", err=True)
-            chunks = await achunk_file(file, tokenizer, plan.chunk_tokens)
+            chunks = await achunk_file(file, tokenizer, plan.chunk_tokens, name=name)
             progress.start(chunks=len(chunks))  # the agent reports the calls it expects
-            return await agent.run(question, chunks)
+            try:
+                # Steps stream to the trace (or nowhere): memory stays flat on long documents.
+                return await agent.run(question, chunks, sink=writer or DISCARD)
+            finally:
+                chunks.close()
     finally:
         await backend.aclose()
+
+
+def _open_trace(path: str) -> TraceWriter:
+    try:
+        return TraceWriter(path)
+    except OSError as exc:
+        raise UsageError(f"--trace {path} cannot be written: {exc.strerror or exc}") from None
+
+
+def _finish_trace(writer: TraceWriter, run: Run) -> None:
+    try:
+        writer.finish(run)
+    except OSError as exc:
+        raise UsageError(
+            f"could not write the trace to {writer.path}: {exc.strerror or exc} (the answer "
+            "above is complete)"
+        ) from None
 
 
 def _print_run(run: Run, as_json: bool) -> None:

@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from ..agents.prompts import PROMPT_SETS
+from ..errors import UsageError
 from ..llm.factory import BackendSettings
 
 T = TypeVar("T")
@@ -75,7 +78,8 @@ def backend_options(func: Any) -> Any:
             type=click.IntRange(min=0),
             default=5,
             show_default=True,
-            help="Retries (exponential backoff) on 429, 5xx, timeouts, lost connections.",
+            help="Retries (exponential backoff) on 429, 5xx, timeouts, lost connections and "
+            "replies cut short or garbled.",
         ),
         click.option(
             "--gguf",
@@ -195,6 +199,22 @@ def backend_settings(options: dict[str, Any]) -> BackendSettings:
         adapter_scale=options.pop("adapter_scale"),
         base_model=options.pop("base_model"),
     )
+
+
+def check_output_file(path: str, flag: str) -> None:
+    """Refuse an output file that cannot be written (its folder missing, not a folder, or
+    read-only) before any work is done, rather than after every model call was paid for."""
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        raise UsageError(f"{flag} {path} is a directory; give a file name")
+    if not folder.exists():
+        raise UsageError(f"{flag} {path}: the folder {folder} does not exist")
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: {folder} is not a folder")
+    writable = os.access(folder, os.W_OK | os.X_OK)
+    if not writable or (target.exists() and not os.access(target, os.W_OK)):
+        raise UsageError(f"{flag} {path} cannot be written (permission denied)")
 
 
 def run_or_exit(coroutine: Coroutine[Any, Any, T]) -> T:

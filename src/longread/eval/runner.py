@@ -13,8 +13,9 @@ import hashlib
 import re
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tqdm import tqdm
@@ -22,7 +23,7 @@ from tqdm import tqdm
 from ..agents.base import Agent, ProgressCallback
 from ..data.records import Sample
 from ..errors import BackendError, LongreadError, UsageError
-from ..trace import MEMORY_TRUNCATED, Run, Step
+from ..trace import MEMORY_TRUNCATED, Run, Step, TraceWriter
 from .scoring import SCORERS, score_answer
 from .store import DONE, FAILED, RunStore, SampleResult
 
@@ -60,6 +61,9 @@ class Summary:
     bookkeeping_seconds: float
     concurrency: int
     interrupted: bool = False  # stopped early (Ctrl-C, SIGTERM, a failure streak, a bug)
+    # This session's failures grouped by error message, most frequent first: ``error``,
+    # ``transient`` (server trouble) or not (a configuration error), and ``samples``.
+    failures: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -207,6 +211,7 @@ async def run_eval(
             samples,
             store,
             meter,
+            finished,
             ran=len(finished),
             skipped=len(samples) - len(todo),
             wall=wall,
@@ -226,6 +231,10 @@ def check_samples(samples: Sequence[Sample]) -> None:
         seen.add(sample.id)
         if not sample.answers:
             raise UsageError(f"sample {sample.id!r} has no gold answers")
+        if not sample.question.strip():
+            raise UsageError(f"sample {sample.id!r} has an empty question")
+        if not sample.context.strip():  # every agent would refuse it
+            raise UsageError(f"sample {sample.id!r} has an empty context (no document to read)")
         kind = sample.meta.get("kind", "qa")
         if kind not in SCORERS:
             raise UsageError(f"sample {sample.id!r} has unknown kind {kind!r}")
@@ -238,18 +247,27 @@ async def _evaluate_sample(
     sample) give a failed result; anything else is a bug and propagates."""
     kind = sample.meta.get("kind", "qa")
     spent = _Spent(meter)
+    trace = f"traces/{trace_name(sample.id)}"
+    # The steps go to the trace file as they happen: a sample's memory stays one step deep.
+    writer = TraceWriter(store.run_dir / trace)
     try:
         run = await agent_factory(spent.on_call).run(
-            sample.question, sample.context, sample_id=sample.id
+            sample.question, sample.context, sample_id=sample.id, sink=writer
         )
-    except LongreadError as exc:
+    except BaseException as exc:
+        writer.discard()
+        if not isinstance(exc, LongreadError):
+            raise
         score = score_answer(None, sample.answers, kind=kind)
         # What the calls before the failure cost is kept: a failed sample was not free.
         error = f"{type(exc).__name__}: {exc}"
-        return _result(sample, FAILED, score.to_dict(), cost=spent.cost(), error=error)
+        return _result(
+            sample, FAILED, score.to_dict(), cost=spent.cost(), error=error,
+            transient=exc.transient,
+        )  # fmt: skip
     began = time.perf_counter()
     score = score_answer(run.final_reply, sample.answers, kind=kind)
-    trace = await asyncio.to_thread(_write_trace, store, sample.id, run)
+    await asyncio.to_thread(writer.finish, run)
     result = _result(sample, DONE, score.to_dict(), cost=_cost(run), trace=trace)
     meter.bookkeeping_seconds += time.perf_counter() - began
     return result
@@ -335,12 +353,6 @@ def _cost(run: Run) -> dict[str, Any]:
     }
 
 
-def _write_trace(store: RunStore, sample_id: str, run: Run) -> str:
-    relative = f"traces/{trace_name(sample_id)}"
-    run.save(store.run_dir / relative)
-    return relative
-
-
 class _FailureStreak:
     """Stops a run whose samples keep failing, e.g. because the server is down."""
 
@@ -351,10 +363,13 @@ class _FailureStreak:
     def add(self, result: SampleResult) -> None:
         self.count = self.count + 1 if result.status == FAILED else 0
         if self.limit is not None and self.count >= self.limit:
-            raise BackendError(
+            message = (
                 f"{self.count} samples failed in a row, the last with: {result.error}; "
                 "stopping (failed samples are retried when you rerun the same command)"
             )
+            if result.transient:
+                raise BackendError(message, transient=True)
+            raise UsageError(message)  # a configuration error: every sample would fail
 
 
 async def run_workers(count: int, worker: Callable[[], Awaitable[None]]) -> None:
@@ -376,6 +391,7 @@ def _summarise(
     samples: Sequence[Sample],
     store: RunStore,
     meter: _Meter,
+    finished: Sequence[SampleResult],
     *,
     ran: int,
     skipped: int,
@@ -403,4 +419,14 @@ def _summarise(
         bookkeeping_seconds=meter.bookkeeping_seconds,
         concurrency=concurrency,
         interrupted=interrupted,
+        failures=group_failures(finished),
     )
+
+
+def group_failures(results: Sequence[SampleResult]) -> list[dict[str, Any]]:
+    """The failed results grouped by error message (and kind), most frequent first."""
+    counts = Counter((r.error or "", bool(r.transient)) for r in results if r.status == FAILED)
+    return [
+        {"error": error, "transient": transient, "samples": n}
+        for (error, transient), n in counts.most_common()
+    ]

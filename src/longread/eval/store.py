@@ -15,10 +15,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import platform
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -34,8 +35,12 @@ from ..files import write_json
 from ..llm.factory import BackendSettings
 from ..llm.gguf import DEFAULT_QUANT, SMOLLM2_CONTEXT, plan_model_file
 
+log = logging.getLogger(__name__)
+
 DONE = "done"
 FAILED = "failed"
+# Ids named in the warning about unreadable rows; the rest are counted.
+_SHOWN_IDS = 10
 # A resumed run must read the same data with the same agent, else its rows would mix two runs.
 # The data is compared by content, not by path, so a moved or cloned run folder still resumes.
 RESUME_KEYS = ("agent", "agent_config", "record_tokens", "data_hash")
@@ -95,6 +100,9 @@ class SampleResult:
     error: str | None = None
     trace: str | None = None
     attempts: int = 1
+    # Whether a failure was server trouble (a rerun may pass) rather than a configuration error;
+    # known for the samples failed in this session only (not stored).
+    transient: bool | None = None
 
     @property
     def headline(self) -> float:
@@ -118,12 +126,37 @@ class RunStore:
             raise UsageError(f"{self.run_dir} is a file, not a run folder")
         (self.run_dir / "traces").mkdir(parents=True, exist_ok=True)
         self._lock = _take_lock(self.run_dir) if writer else None
+        self._warned_unreadable = False
         # Autocommit: every record() is its own transaction, durable once it returns.
-        self._db = sqlite3.connect(self.run_dir / "results.sqlite", isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")  # WAL + NORMAL could lose the last commits
-        self._db.execute("PRAGMA busy_timeout=10000")
-        self._db.execute(_SCHEMA)
+        self._db = sqlite3.connect(self.database, isolation_level=None)
+        try:
+            with self._readable():
+                self._db.execute("PRAGMA journal_mode=WAL")
+                # WAL + NORMAL could lose the last commits
+                self._db.execute("PRAGMA synchronous=FULL")
+                self._db.execute("PRAGMA busy_timeout=10000")
+                self._db.execute(_SCHEMA)
+        except UsageError:
+            self.close()
+            raise
+
+    @property
+    def database(self) -> Path:
+        return self.run_dir / "results.sqlite"
+
+    @contextlib.contextmanager
+    def _readable(self) -> Iterator[None]:
+        """Turn a damaged database (garbage bytes, a torn copy, a lock held too long) into a
+        one-line UsageError; SQL mistakes (ours) still raise as they are."""
+        try:
+            yield
+        except (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError):
+            raise
+        except sqlite3.DatabaseError as exc:
+            raise UsageError(
+                f"{self.database} is not a readable results database ({exc}); move it aside "
+                "to start the run afresh"
+            ) from None
 
     @property
     def config_path(self) -> Path:
@@ -149,25 +182,38 @@ class RunStore:
             "cost": json.dumps(result.cost),
             "updated": _now(),
         }
-        del row["attempts"]
-        self._db.execute(_UPSERT, row)
+        del row["attempts"], row["transient"]
+        with self._readable():
+            self._db.execute(_UPSERT, row)
 
     def done_ids(self) -> set[str]:
-        """Ids of the samples that finished (skipped on resume)."""
-        return self._ids(DONE)
+        """Ids of the samples that finished (skipped on resume); an unreadable row is not
+        done, so a resumed run runs its sample again and the new row replaces it."""
+        return {r.sample_id for r in self.results() if r.status == DONE}
 
     def failed_ids(self) -> set[str]:
         """Ids of the samples whose run raised (retried on resume)."""
-        return self._ids(FAILED)
-
-    def _ids(self, status: str) -> set[str]:
-        rows = self._db.execute("SELECT sample_id FROM results WHERE status = ?", (status,))
-        return {r[0] for r in rows}
+        with self._readable():
+            rows = self._db.execute("SELECT sample_id FROM results WHERE status = ?", (FAILED,))
+            return {r[0] for r in rows}
 
     def results(self) -> list[SampleResult]:
-        """Every row, in the order samples were first recorded."""
-        rows = self._db.execute(f"SELECT {_COLUMNS} FROM results ORDER BY rowid")
-        return [_from_row(r) for r in rows]
+        """Every readable row, in the order samples were first recorded. A row whose score or
+        cost is not a JSON object (a hand edit, a damaged copy) is skipped, with one warning
+        per store naming it."""
+        with self._readable():
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM results ORDER BY rowid").fetchall()
+        results, unreadable = [], []
+        for row in rows:
+            result = _readable_row(row)
+            if result is None:
+                unreadable.append(str(row[0]))
+            else:
+                results.append(result)
+        if unreadable and not self._warned_unreadable:
+            self._warned_unreadable = True
+            log.warning("%s", _unreadable_note(self.database, unreadable))
+        return results
 
     def save_config(self, config: dict[str, Any]) -> None:
         """Write ``config.json``, or check a resumed run matches it.
@@ -460,6 +506,7 @@ def _data_change(saved: dict[str, Any], new: dict[str, Any]) -> str:
 
 
 def _from_row(row: tuple[Any, ...]) -> SampleResult:
+    """The row's result; ValueError when its score or cost is not JSON."""
     sample_id, status, dataset, kind, length, score, cost, error, trace, attempts = row
     return SampleResult(
         sample_id=sample_id,
@@ -472,6 +519,27 @@ def _from_row(row: tuple[Any, ...]) -> SampleResult:
         error=error,
         trace=trace,
         attempts=attempts,
+    )
+
+
+def _readable_row(row: tuple[Any, ...]) -> SampleResult | None:
+    """The row's result; None when its score or cost is not a JSON object."""
+    try:
+        result = _from_row(row)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(result.score, dict) or not isinstance(result.cost, dict):
+        return None
+    return result
+
+
+def _unreadable_note(database: Path, ids: list[str]) -> str:
+    shown = ", ".join(ids[:_SHOWN_IDS]) + (
+        f" and {len(ids) - _SHOWN_IDS} more" if len(ids) > _SHOWN_IDS else ""
+    )
+    rows = "row" if len(ids) == 1 else "rows"
+    return (
+        f"{database}: skipped {len(ids)} unreadable {rows} (score or cost not valid JSON): {shown}"
     )
 
 

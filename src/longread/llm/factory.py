@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from dataclasses import dataclass
@@ -97,21 +96,25 @@ def make_backend(settings: BackendSettings) -> LLMBackend:
 async def make_tokenizer(backend: LLMBackend, settings: BackendSettings) -> Tokenizer:
     """The most exact tokenizer available for ``backend``: a given tokenizer.json, the embedded
     model's own vocabulary, the server's /tokenize endpoint, else a character estimate."""
-    from ..text import tokenizers
+    from ..text import run_cancellable, tokenizers
+    from .openai import OpenAIBackend
 
-    if settings.tokenizer:
-        return tokenizers.HFTokenizer.from_path(settings.tokenizer)
+    # A tokenizer file first: a bad path is refused before any server is contacted.
+    given = tokenizers.HFTokenizer.from_path(settings.tokenizer) if settings.tokenizer else None
+    if isinstance(backend, OpenAIBackend):
+        # The window too: chunk plans and the truncation check need it, whatever counts tokens.
+        await backend.discover()
+    if given is not None:
+        return given
     from .llamacpp import LlamaCppBackend
 
     if isinstance(backend, LlamaCppBackend):
         return tokenizers.LlamaCppTokenizer(backend.llama)  # reuse the loaded model
-    from .openai import OpenAIBackend
 
     if isinstance(backend, OpenAIBackend):
-        await backend.discover()
-        probed = await asyncio.to_thread(
-            tokenizers.ServerTokenizer.probe, backend.base_url, backend.model
-        )
+        url, model = backend.base_url, backend.model
+        # Not asyncio.to_thread: Ctrl-C must not wait for a probe of a server that hangs.
+        probed = await run_cancellable(lambda _: tokenizers.ServerTokenizer.probe(url, model))
         if probed is not None:
             return probed
     log.warning(

@@ -1,8 +1,9 @@
 """A backend for any OpenAI-compatible chat server: vLLM, SGLang, llama.cpp, Ollama, OpenAI.
 
-Transient failures (429, 5xx, timeouts, dropped connections) are retried with exponential
-backoff; everything else becomes a one-line ``BackendError`` that names the URL and says what
-to fix.
+Transient failures (429, 5xx, timeouts, dropped connections, a 200 whose body is cut short or
+garbled) are retried with exponential backoff, and once the retries are spent end in a
+``BackendError`` marked ``transient``; everything else becomes a one-line ``BackendError`` that
+names the URL and says what to fix.
 """
 
 from __future__ import annotations
@@ -118,7 +119,10 @@ class OpenAIBackend:
         assert self.model is not None  # discover() raises rather than leave it unset
         url = self._url("/chat/completions")
         response, seconds = await self._send(
-            "POST", url, {**_request_body(self.model, messages, params), **self.extra_body}
+            "POST",
+            url,
+            {**_request_body(self.model, messages, params), **self.extra_body},
+            json_reply=True,
         )
         if response.status_code != 200:
             raise await self._status_error(url, response)
@@ -200,9 +204,11 @@ class OpenAIBackend:
         return self.base_url + path
 
     async def _send(
-        self, method: str, url: str, body: dict[str, Any] | None = None
+        self, method: str, url: str, body: dict[str, Any] | None = None, *, json_reply: bool = False
     ) -> tuple[httpx.Response, float]:
-        """Send with retries; return the first non-transient response and its latency."""
+        """Send with retries; return the first non-transient response and its latency. With
+        ``json_reply``, a 200 whose body is not valid JSON (cut short or garbled on the way) is
+        transient too."""
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_retries + 1),
             wait=self._wait,
@@ -211,13 +217,13 @@ class OpenAIBackend:
             reraise=True,
         )
         try:
-            return await retrying(self._attempt, method, url, body)
+            return await retrying(self._attempt, method, url, body, json_reply)
         except _TransientError as exc:
             tries = self.max_retries + 1
-            raise BackendError(f"{exc} (gave up after {tries} attempts)") from None
+            raise BackendError(f"{exc} (gave up after {tries} attempts)", transient=True) from None
 
     async def _attempt(
-        self, method: str, url: str, body: dict[str, Any] | None
+        self, method: str, url: str, body: dict[str, Any] | None, json_reply: bool
     ) -> tuple[httpx.Response, float]:
         """One request under the concurrency limit; transient failures raise ``_TransientError``."""
         async with self._semaphore:
@@ -235,6 +241,8 @@ class OpenAIBackend:
             if status in _RETRY_AFTER_STATUSES:
                 retry_after = _parse_retry_after(response.headers.get("Retry-After"))
             raise _TransientError(f"{url} answered {_describe(response)}", retry_after)
+        if json_reply and status == 200:
+            _require_json(url, response)
         return response, seconds
 
     def _wait(self, state: RetryCallState) -> float:
@@ -306,6 +314,19 @@ def _request_body(
         body["logprobs"] = True
         body["return_token_ids"] = True
     return body
+
+
+def _require_json(url: str, response: httpx.Response) -> None:
+    """Raise ``_TransientError`` when a 200's body does not parse: a proxy or a server under
+    strain sent it cut short or garbled, and the same request usually comes back whole."""
+    try:
+        response.json()
+    except (ValueError, UnicodeDecodeError):
+        size = len(response.content)
+        raise _TransientError(
+            f"{url} answered 200 with a body that is not valid JSON ({size} bytes: "
+            f"{_one_line(response.text[:80])})"
+        ) from None
 
 
 def _parse_completion(

@@ -1,6 +1,14 @@
 """Text handling: read documents as streams, count tokens exactly, cut token-exact chunks."""
 
-from .chunking import Chunk, achunk_file, chunk_text, iter_chunks
+from .chunking import (
+    Chunk,
+    SpooledChunks,
+    achunk_file,
+    achunk_text,
+    chunk_text,
+    iter_chunks,
+    run_cancellable,
+)
 from .reading import iter_paragraphs, read_document
 from .tokenizer import Tokenizer
 from .tokenizers import ApproxTokenizer, HFTokenizer, LlamaCppTokenizer, ServerTokenizer
@@ -11,10 +19,13 @@ __all__ = [
     "HFTokenizer",
     "LlamaCppTokenizer",
     "ServerTokenizer",
+    "SpooledChunks",
     "Tokenizer",
     "achunk_file",
+    "achunk_text",
     "chunk_text",
     "iter_chunks",
     "iter_paragraphs",
     "read_document",
+    "run_cancellable",
 ]

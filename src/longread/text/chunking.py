@@ -16,9 +16,15 @@ if a chunk's exact size overshoots when it is emitted, its last pieces move to t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator
+import contextlib
+import os
+import tempfile
+import threading
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar, overload
 
 from ..errors import UsageError
 from ._boundaries import sentence_cuts, split_at, word_cuts
@@ -31,6 +37,8 @@ _PARAGRAPH, _SENTENCE, _WORD, _CHARS = range(4)
 # size they are passed on alone so that memory stays bounded.
 _MAX_CARRIED_SPACE = 1 << 16
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class Chunk:
@@ -41,16 +49,24 @@ class Chunk:
     tokens: int
 
 
+class ChunkingCancelled(Exception):
+    """Raised inside a chunking thread whose caller has gone (Ctrl-C, SIGTERM, a cancelled
+    task); never seen by the caller."""
+
+
 def iter_chunks(
     paragraphs: Iterable[str],
     tokenizer: Tokenizer,
     max_tokens: int = 5000,
     min_fill: float = 0.8,
+    *,
+    cancel: threading.Event | None = None,
 ) -> Iterator[Chunk]:
     """Chunk a stream of paragraphs (as from ``iter_paragraphs``); see the module docstring.
 
     Each chunk has ``tokenizer.count(chunk.text) == chunk.tokens <= max_tokens``, and a cut falls
     on a coarser boundary whenever the chunk is at least ``min_fill * max_tokens`` full there.
+    Once ``cancel`` is set, the next paragraph raises ``ChunkingCancelled``.
     """
     if isinstance(paragraphs, str):
         raise TypeError("iter_chunks takes a stream of paragraphs; use chunk_text for a str")
@@ -60,15 +76,33 @@ def iter_chunks(
         raise ValueError(f"min_fill must be between 0 and 1, got {min_fill}")
     packer = _Packer(tokenizer, max_tokens, min_fill)
     for paragraph in _lead_with_separators(paragraphs):
+        if cancel is not None and cancel.is_set():
+            raise ChunkingCancelled
         yield from packer.feed(paragraph, _PARAGRAPH)
     yield from packer.finish()
 
 
 def chunk_text(
-    text: str, tokenizer: Tokenizer, max_tokens: int = 5000, min_fill: float = 0.8
+    text: str,
+    tokenizer: Tokenizer,
+    max_tokens: int = 5000,
+    min_fill: float = 0.8,
+    *,
+    cancel: threading.Event | None = None,
 ) -> list[Chunk]:
     """All chunks of ``text``; an empty text has none."""
-    return list(iter_chunks(iter_paragraphs([text]), tokenizer, max_tokens, min_fill))
+    paragraphs = iter_paragraphs([text])
+    return list(iter_chunks(paragraphs, tokenizer, max_tokens, min_fill, cancel=cancel))
+
+
+async def achunk_text(
+    text: str, tokenizer: Tokenizer, max_tokens: int = 5000, min_fill: float = 0.8
+) -> list[Chunk]:
+    """``chunk_text`` in a worker thread (tokenising a long text never blocks the event loop)
+    that a cancelled caller does not wait for (see ``run_cancellable``)."""
+    return await run_cancellable(
+        lambda cancel: chunk_text(text, tokenizer, max_tokens, min_fill, cancel=cancel)
+    )
 
 
 async def achunk_file(
@@ -78,15 +112,122 @@ async def achunk_file(
     min_fill: float = 0.8,
     *,
     warn: Warn | None = None,
-) -> list[Chunk]:
+    name: str | None = None,
+) -> SpooledChunks:
     """Read and chunk ``path`` (``"-"`` = stdin) in a worker thread, so that tokenising a large
-    document never blocks the event loop. Raises UsageError as ``read_document`` does."""
+    document never blocks the event loop; the chunks wait in a temporary file, not in memory
+    (``SpooledChunks``). A cancelled caller (Ctrl-C, SIGTERM) does not wait for the thread.
+    Raises UsageError as ``read_document`` does (which calls the file ``name``)."""
 
-    def work() -> list[Chunk]:
-        paragraphs = iter_paragraphs(read_document(path, warn=warn))
-        return list(iter_chunks(paragraphs, tokenizer, max_tokens, min_fill))
+    def work(cancel: threading.Event) -> SpooledChunks:
+        chunks = SpooledChunks()
+        try:
+            paragraphs = iter_paragraphs(read_document(path, warn=warn, name=name))
+            for chunk in iter_chunks(paragraphs, tokenizer, max_tokens, min_fill, cancel=cancel):
+                chunks.append(chunk)
+        except BaseException:
+            chunks.close()
+            raise
+        return chunks
 
-    return await asyncio.to_thread(work)
+    return await run_cancellable(work)
+
+
+async def run_cancellable(work: Callable[[threading.Event], T]) -> T:
+    """``work(cancel)`` in a daemon thread; its result, or its exception.
+
+    Unlike ``asyncio.to_thread``, a cancelled caller returns at once: ``cancel`` is set (long
+    work checks it and stops) and nobody waits for the thread. ``asyncio.run`` waits for the
+    threads of its default executor before it lets Ctrl-C or SIGTERM end the process, which
+    made a long chunking uninterruptible; a daemon thread holds up nothing, and whatever it
+    is blocked in (a slow tokenize request, a read) ends with the process."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    cancel = threading.Event()
+
+    def settle(result: T | None, error: BaseException | None) -> None:  # on the loop
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]  # T, as work returned it
+
+    def target() -> None:
+        result: T | None = None
+        error: BaseException | None = None
+        try:
+            result = work(cancel)
+        except BaseException as exc:  # handed to the caller, who re-raises it
+            error = exc
+        if cancel.is_set():
+            return  # nobody is waiting
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=target, name="longread-chunking", daemon=True).start()
+    try:
+        return await future
+    finally:
+        cancel.set()
+
+
+class SpooledChunks(Sequence[Chunk]):
+    """Chunks kept in an anonymous temporary file instead of in memory.
+
+    The count and every chunk's token count are known at once; a chunk's text is read back
+    when the chunk is asked for, so a document of any size costs memory for one chunk at a
+    time (plus 24 bytes a chunk). Positional reads make concurrent readers safe. The file
+    goes when ``close`` is called, the object is collected, or the process ends."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="longread-chunks-")  # noqa: SIM115 - closed by close()
+        self._starts = array("q")
+        self._sizes = array("q")
+        self._tokens = array("q")
+        self._end = 0
+
+    def append(self, chunk: Chunk) -> None:
+        """Add the next chunk (its ``index`` must be the count so far)."""
+        if chunk.index != len(self):
+            raise ValueError(f"chunk {chunk.index} appended as chunk {len(self)}")
+        data = chunk.text.encode("utf-8", "surrogatepass")
+        os.pwrite(self._file.fileno(), data, self._end)
+        self._starts.append(self._end)
+        self._sizes.append(len(data))
+        self._tokens.append(chunk.tokens)
+        self._end += len(data)
+
+    def token_counts(self) -> Sequence[int]:
+        """Every chunk's token count, in order, without reading any text."""
+        return self._tokens
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    @overload
+    def __getitem__(self, index: int) -> Chunk: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Chunk]: ...
+    def __getitem__(self, index: int | slice) -> Chunk | list[Chunk]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"chunk {index} of {len(self)}")
+        data = os.pread(self._file.fileno(), self._sizes[index], self._starts[index])
+        return Chunk(index, data.decode("utf-8", "surrogatepass"), self._tokens[index])
+
+    def close(self) -> None:
+        """Remove the file; the chunks can no longer be read."""
+        self._file.close()
+
+    def __enter__(self) -> SpooledChunks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _lead_with_separators(paragraphs: Iterable[str]) -> Iterator[str]:

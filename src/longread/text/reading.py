@@ -51,15 +51,21 @@ codecs.register_error(_ERRORS, _count_and_replace)
 
 
 def read_document(
-    path: str | Path, *, warn: Warn | None = None, block_bytes: int = BLOCK_BYTES
+    path: str | Path,
+    *,
+    warn: Warn | None = None,
+    block_bytes: int = BLOCK_BYTES,
+    name: str | None = None,
 ) -> Iterator[str]:
     """Yield the text of ``path`` (``"-"`` = stdin) as decoded pieces of about ``block_bytes``.
 
     UTF-8 with a leading BOM stripped; invalid bytes become U+FFFD and one message, sent to
     ``warn`` (default: a logging warning) after the last piece, says how many bytes were replaced.
-    Raises UsageError, on the first iteration, for a missing, unreadable, empty or binary file.
+    Raises UsageError, on the first iteration, for a missing, unreadable or binary file, and
+    after the last piece for one without text (empty or only whitespace). Messages call the
+    file ``name`` (default: its path, or "stdin").
     """
-    name = "stdin" if str(path) == "-" else str(path)
+    name = name or ("stdin" if str(path) == "-" else str(path))
     warn = warn or log.warning
     replaced = [0]
     decoder = codecs.getincrementaldecoder("utf-8-sig")(errors=_ERRORS)
@@ -68,12 +74,22 @@ def read_document(
         for block in _blocks(stream, name, block_bytes):
             text = _decode(decoder, block, replaced)
             if text:
-                got_text = True
+                got_text = got_text or not text.isspace()
                 yield text
     if not got_text:
-        raise UsageError(f"{name} is empty")
+        raise UsageError(f"{name} is empty (no text to read)")
     if replaced[0]:
         warn(f"{name}: {replaced[0]} bytes that are not valid UTF-8 were replaced with U+FFFD")
+
+
+def check_document(path: str | Path, *, name: str | None = None) -> None:
+    """Raise UsageError now, as ``read_document`` would, if ``path`` holds no text to read
+    (missing, unreadable, binary, empty or only whitespace). Reads up to the first words only,
+    so a caller can refuse a bad file before it contacts a model. Not for stdin, which it
+    would consume."""
+    for piece in read_document(path, warn=lambda _: None, name=name):
+        if not piece.isspace():
+            return
 
 
 @contextlib.contextmanager

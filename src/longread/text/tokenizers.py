@@ -181,7 +181,9 @@ class ServerTokenizer:
         try:
             ids = self._request(self._style, text)
         except _FAILURES as error:
-            raise BackendError(f"tokenize request to {self.root} failed: {error}") from None
+            raise BackendError(
+                f"tokenize request to {self.root} failed: {error}", transient=_transient(error)
+            ) from None
         return self._strip(ids)
 
     def count(self, text: str) -> int:
@@ -241,6 +243,17 @@ class ServerTokenizer:
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
             raise ValueError(f"unexpected tokenize answer from {style.path}")
         return tokens
+
+
+def _transient(error: Exception) -> bool:
+    """Server trouble (a lost connection, a timeout, 5xx, 408, 429) rather than a request the
+    server will always refuse."""
+    if isinstance(error, httpx.TransportError):
+        return True
+    if isinstance(error, httpx.HTTPStatusError):
+        status = error.response.status_code
+        return status >= 500 or status in (408, 429)
+    return False
 
 
 def _server_root(base_url: str) -> str:

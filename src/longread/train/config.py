@@ -142,6 +142,11 @@ class RunSection:
     eval_every: int = option(
         0, "evaluate the held-out set every K steps (and at the end); 0 = never"
     )
+    evidence_weight: float = option(
+        1.0,
+        "sft: weight of the tokens of the updates that take new evidence into the notes (the "
+        "rare, hard rows: most updates only keep the notes as they are); 1 = a plain token mean",
+    )
     keep_checkpoints: int = option(2, "checkpoints kept (the newest ones)")
     threads: int = option(0, "torch CPU threads; 0 = torch's default")
 

@@ -33,6 +33,7 @@ class OracleTurn:
     messages: list[Message]
     reply: str
     kind: str  # "update" or "final"
+    takes_evidence: bool = False  # an update whose notes take in evidence from its section
 
 
 def evidence_sentences(sample: Sample) -> list[str]:
@@ -58,16 +59,20 @@ async def oracle_episode(agent: MemAgent, sample: Sample) -> list[OracleTurn]:
         found = [s for s in evidence if s in chunk.text and s not in memory]
         if found:
             memory = " ".join(found) if memory == NO_MEMORY else f"{memory} {' '.join(found)}"
-        turns.append(OracleTurn(messages, memory, "update"))
+        turns.append(OracleTurn(messages, memory, "update", takes_evidence=bool(found)))
     final = final_messages(sample.question, memory, prompts)
     turns.append(OracleTurn(final, f"\\boxed{{{_shortest(sample.answers)}}}", "final"))
     return turns
 
 
-def oracle_rows(agent: MemAgent, policy: Policy, samples: Sequence[Sample]) -> list[TrainingRow]:
+def oracle_rows(
+    agent: MemAgent, policy: Policy, samples: Sequence[Sample], evidence_weight: float = 1.0
+) -> list[TrainingRow]:
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
-    agent's token cap (a reply the cap would cut is learnt cut, without end-of-turn)."""
+    agent's token cap (a reply the cap would cut is learnt cut, without end-of-turn). A row's
+    ``advantage`` is its weight in the loss: ``evidence_weight`` for the updates that take in
+    evidence, 1 for the rest."""
     eos = policy.tokenizer.eos_token_id
     rows = []
     for sample in samples:
@@ -80,7 +85,7 @@ def oracle_rows(agent: MemAgent, policy: Policy, samples: Sequence[Sample]) -> l
                     prompt_ids=policy.prompt_ids(turn.messages),
                     completion_ids=ids[:cap],
                     old_logprobs=None,
-                    advantage=1.0,
+                    advantage=evidence_weight if turn.takes_evidence else 1.0,
                     group=sample.id,
                     rollout="oracle",
                     step=index,

@@ -217,7 +217,8 @@ class Trainer:
         """A supervised step on oracle episodes (``run.objective = "sft"``): the warm start."""
         clock = time.perf_counter()
         samples = self.data.take(position, self.config.rollout.questions)
-        rows = oracle_rows(self._oracle_agent(), self.policy, samples)
+        weight = self.config.run.evidence_weight
+        rows = oracle_rows(self._oracle_agent(), self.policy, samples, evidence_weight=weight)
         prepare_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
         loss, grad_norm = self._supervised_update(rows)
@@ -243,7 +244,8 @@ class Trainer:
         return make_agent("memagent", self.backend, self.tokenizer, self._agent_config(seed=None))
 
     def _supervised_update(self, rows: list[TrainingRow]) -> tuple[float, float]:
-        """One AdamW step on the token-mean negative log-likelihood of the completions."""
+        """One AdamW step on the token-mean negative log-likelihood of the completions, each
+        row's tokens weighted by its ``advantage`` (``oracle_rows``: 1, or the evidence weight)."""
         model = self.policy.model
         model.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -251,7 +253,8 @@ class Trainer:
         loss_sum = 0.0
         for chunk in self._micro_batches(rows):
             batch = make_batch(chunk, self.pad_id)
-            nll = -(completion_logprobs(model, batch) * batch.mask).sum() / total_tokens
+            weights = torch.tensor([r.advantage for r in chunk], dtype=torch.float32)[:, None]
+            nll = -(completion_logprobs(model, batch) * batch.mask * weights).sum() / total_tokens
             nll.backward()
             loss_sum += float(nll.detach())
         clip = self.config.optim.grad_clip if self.config.optim.grad_clip > 0 else float("inf")
@@ -489,7 +492,7 @@ class Trainer:
         path = self.out / CONFIG_FILE
         resolved = self.config.to_dict()
         if path.is_file():
-            saved = json.loads(path.read_text())
+            saved = _with_defaults(json.loads(path.read_text()))
             mine = {**resolved, "run": {**resolved["run"], "steps": None}}
             theirs = {**saved, "run": {**saved.get("run", {}), "steps": None}}
             if mine != theirs:
@@ -552,3 +555,13 @@ def _sampler_gap(rows: list[TrainingRow], old: list[list[float]]) -> float | Non
 
 def _rollout_seed(seed: int, step: int, group: int, k: int) -> int:
     return random.Random(f"{seed}:{step}:{group}:{k}").randrange(2**31)
+
+
+def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved config with the settings added to longread since it was written at their
+    defaults: a new option left alone must not block resuming an older run."""
+    defaults = TrainConfig().to_dict()
+    return {
+        name: {**defaults[name], **section} if isinstance(section, dict) else section
+        for name, section in {**defaults, **saved}.items()
+    }
