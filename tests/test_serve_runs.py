@@ -3,7 +3,6 @@ identical requests, retries after a client's own timeout included, share one run
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import threading
@@ -13,8 +12,6 @@ import openai
 import pytest
 from openai import OpenAI
 
-from longread.llm.base import Completion, SamplingParams
-from longread.serve.backend import for_serving
 from longread.trace import Run
 
 from .serve_helpers import QUESTION, SlowBackend, curl, document, start_servers, wait_for
@@ -217,36 +214,3 @@ def test_stopping_the_server_cancels_its_runs_and_keeps_their_traces(tmp_path):
     assert "the server is shutting down" in Run.load(server.traces()[0]).notes[0]
     time.sleep(0.3)
     assert backend.started == 1
-
-
-async def test_a_cancelled_run_lets_an_embedded_models_call_finish_but_stops_waiting():
-    """llama.cpp computes in a thread behind a lock: a cancelled run must not release the lock
-    while the thread still uses the model, nor wait for it."""
-    release = asyncio.Event()
-    finished = []
-
-    class ThreadedModel:
-        name = "llamacpp"
-        context_window = None
-
-        async def chat(self, messages, params):
-            await release.wait()
-            finished.append(messages)
-            return Completion("memory", "stop", 1, 1, 0.0)
-
-        async def aclose(self) -> None:
-            pass
-
-    backend = for_serving(ThreadedModel())
-    call = asyncio.ensure_future(
-        backend.chat([{"role": "user", "content": "hi"}], SamplingParams())
-    )
-    await asyncio.sleep(0)
-    call.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await call  # the run stops at once
-    assert finished == []
-    release.set()
-    for _ in range(10):
-        await asyncio.sleep(0)
-    assert len(finished) == 1  # the model's call ran to its end

@@ -113,9 +113,26 @@ class LlamaCppBackend:
             raise UsageError(f"llama.cpp could not load {what}: {exc}") from exc
 
     async def chat(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
-        """One chat completion, run off the event loop, one at a time."""
-        async with self._lock:
-            return await asyncio.to_thread(self._chat_blocking, list(messages), params)
+        """One chat completion, run off the event loop, one at a time.
+
+        A worker thread cannot be stopped: a cancelled caller (a client that went away, a
+        Ctrl-C) stops waiting at once, but the model stays locked until the thread is done
+        with it, so the next call never runs on the model beside it."""
+        await self._lock.acquire()
+        try:
+            call = asyncio.ensure_future(
+                asyncio.to_thread(self._chat_blocking, list(messages), params)
+            )
+        except BaseException:
+            self._lock.release()
+            raise
+        call.add_done_callback(self._finished)
+        return await asyncio.shield(call)
+
+    def _finished(self, call: asyncio.Future[Completion]) -> None:
+        self._lock.release()
+        if not call.cancelled():
+            call.exception()  # read, so an abandoned call's error is not logged as unhandled
 
     def _chat_blocking(self, messages: list[Message], params: SamplingParams) -> Completion:
         llama = self.llama  # loaded before the clock starts: seconds time the call alone

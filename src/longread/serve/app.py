@@ -24,7 +24,6 @@ from ..llm.base import LLMBackend
 from ..text.tokenizer import Tokenizer
 from . import stream
 from .auth import KeyRequired, client_of
-from .backend import for_serving
 from .config import ServeConfig
 from .errors import APIError, install_error_handlers
 from .render import completion
@@ -44,7 +43,7 @@ def create_app(backend_factory: BackendFactory, settings: ServeConfig | None = N
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         backend, tokenizer = await backend_factory()
-        manager = RunManager(for_serving(backend), tokenizer, settings)
+        manager = RunManager(backend, tokenizer, settings)
         app.state.manager = manager
         try:
             yield
