@@ -6,7 +6,8 @@
 # N samples per cell (default 20). Many hours on 2 CPU cores; every run is resumable, so rerun
 # this script after an interruption and it carries on where it stopped. Cells run in order of
 # importance (the adapter's first, then the base model's, then the baselines'); CELLS=adapter
-# (or base, or baselines) runs one group only.
+# (or base, or baselines) runs one group only; CELLS=none only rewrites the page from the runs
+# made so far (a page written before every cell has run says so at the top).
 #
 #   HOTPOTQA=path/to/hotpotqa_dev_sample100.json scripts/results_embedded.sh
 #
@@ -88,6 +89,24 @@ fi
 trap - EXIT
 record_session
 
+complete() {  # complete RUN_DIR DATA: every sample of DATA is done in RUN_DIR
+  [ -f "$1/results.sqlite" ] && .venv/bin/python - "$1/results.sqlite" "$2" <<'PY'
+import sqlite3, sys
+done = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True).execute(
+    "select count(*) from results where status = 'done'").fetchone()[0]
+sys.exit(0 if done >= sum(1 for line in open(sys.argv[2]) if line.strip()) else 1)
+PY
+}
+missing=0
+for agent_model in memagent-adapter memagent-base rag-base full-base; do
+  for set in "${SETS[@]}"; do
+    for length in "${LENGTHS[@]}"; do
+      complete "$RUNS/$agent_model-$set-$length" "$DATA/${set}_${length}.jsonl" ||
+        missing=$((missing + 1))
+    done
+  done
+done
+
 report=$(mktemp)
 $LONGREAD eval report "$RUNS"/* --markdown "$report" --plot docs/results.png
 total=$(.venv/bin/python -c 'import json,sys; print(round(sum(json.loads(l)["seconds"] for l in open(sys.argv[1]))))' "$ROOT/invocations.jsonl")
@@ -95,6 +114,12 @@ sessions=$(wc -l < "$ROOT/invocations.jsonl")
 {
   echo "# Results on the embedded model"
   echo
+  if [ "$missing" -gt 0 ]; then
+    echo "> **Partial page:** $missing of the script's cells have not run yet (or not to the" \
+      "end); the tables below hold the runs made so far, and cells still running may hold" \
+      "fewer than N samples (the n column says). Rerun the script to go on."
+    echo
+  fi
   echo "Made by \`scripts/results_embedded.sh\` (N=$N samples per cell) with longread" \
     "$(.venv/bin/python -c 'import longread; print(longread.__version__)'), on $(nproc) CPU cores" \
     "($(lscpu | sed -n 's/^Model name: *//p')), no GPU. The script ran in $sessions session(s)" \
