@@ -14,7 +14,7 @@ from statistics import mean
 from typing import Any
 
 from ..errors import UsageError
-from .store import DONE, FAILED, RunStore
+from .store import DONE, FAILED, RunStore, SampleResult
 
 Row = dict[str, Any]
 _NO_DATASET = "(no dataset)"
@@ -48,22 +48,29 @@ def load_runs(run_dirs: Iterable[str | Path]) -> list[Row]:
     for run_dir in run_dirs:
         with RunStore(_existing(run_dir)) as store:
             runs.append((Path(run_dir), store.load_config(), store.results()))
-    labels = _agent_labels([(d, c) for d, c, _ in runs])
+    labels = agent_labels([(d, c) for d, c, _ in runs])
     rows = []
     for (run_dir, _, results), label in zip(runs, labels, strict=True):
-        for result in results:
-            row = {
-                "run_dir": str(run_dir),
-                "agent": label,
-                "sample_id": result.sample_id,
-                "status": result.status,
-                "dataset": result.dataset,
-                "kind": result.kind,
-                "context_length": result.context_length,
-                "accuracy": result.headline,
-                "error": result.error,
-            }
-            rows.append({**row, **result.score, **result.cost})
+        rows += result_rows(run_dir, label, results)
+    return rows
+
+
+def result_rows(run_dir: Path, label: str, results: Sequence[SampleResult]) -> list[Row]:
+    """The report rows of one run folder's results, under the agent ``label``."""
+    rows = []
+    for result in results:
+        row = {
+            "run_dir": str(run_dir),
+            "agent": label,
+            "sample_id": result.sample_id,
+            "status": result.status,
+            "dataset": result.dataset,
+            "kind": result.kind,
+            "context_length": result.context_length,
+            "accuracy": result.headline,
+            "error": result.error,
+        }
+        rows.append({**row, **result.score, **result.cost})
     return rows
 
 
@@ -179,7 +186,7 @@ def _existing(run_dir: str | Path) -> Path:
     return path
 
 
-def _agent_labels(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+def agent_labels(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
     """The agent's name (plus `` + <adapter>`` for a run with a LoRA adapter, so a trained
     model's rows stand beside the base model's), plus the run folder's name where one such
     label ran with different agent configs."""

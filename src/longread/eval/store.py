@@ -42,6 +42,7 @@ FAILED = "failed"
 # Ids named in the warning about unreadable rows; the rest are counted.
 _SHOWN_IDS = 10
 # A resumed run must read the same data with the same agent, else its rows would mix two runs.
+DATABASE = "results.sqlite"
 # The data is compared by content, not by path, so a moved or cloned run folder still resumes.
 RESUME_KEYS = ("agent", "agent_config", "record_tokens", "data_hash")
 # Paths in config.json (top-level key, or (section, key)), written relative to the run folder
@@ -142,7 +143,7 @@ class RunStore:
 
     @property
     def database(self) -> Path:
-        return self.run_dir / "results.sqlite"
+        return self.run_dir / DATABASE
 
     @contextlib.contextmanager
     def _readable(self) -> Iterator[None]:
@@ -503,6 +504,38 @@ def _data_change(saved: dict[str, Any], new: dict[str, Any]) -> str:
     if saved.get("sample_ids_hash") == new.get("sample_ids_hash"):
         return f"the same sample ids with changed content: {counts}"
     return f"other sample ids: {counts}"
+
+
+def read_results(run_dir: str | Path) -> list[SampleResult]:
+    """Every readable row of a run folder's store, read without writing to it (``RunStore``
+    opens its database for writing: tables, a WAL): for looking at a run that ``eval run`` is
+    still writing, or at committed results, changing neither. None before the run has created
+    its database; rows whose score or cost is not JSON are skipped."""
+    path = Path(run_dir) / DATABASE
+    if not path.is_file():
+        return []
+    try:
+        rows = _read_only_rows(path, immutable=not path.with_name(path.name + "-wal").exists())
+    except sqlite3.DatabaseError:
+        # A writer started between the look for its WAL and the read: read as its peer.
+        rows = _read_only_rows(path, immutable=False)
+    return [r for r in map(_readable_row, rows) if r is not None]
+
+
+def _read_only_rows(path: Path, *, immutable: bool) -> list[tuple[Any, ...]]:
+    """The rows through a read-only connection. Without a WAL file no one is writing, and
+    ``immutable`` reads without creating one (a read-only connection to a WAL database
+    otherwise leaves ``-wal`` and ``-shm`` files behind); with one, ``mode=ro`` takes part in
+    the WAL protocol like any reader and never blocks the writer."""
+    uri = path.resolve().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+        db.execute("PRAGMA busy_timeout=10000")
+        try:
+            return db.execute(f"SELECT {_COLUMNS} FROM results ORDER BY rowid").fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):  # created, not yet given its table
+                return []
+            raise
 
 
 def _from_row(row: tuple[Any, ...]) -> SampleResult:

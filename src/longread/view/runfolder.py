@@ -2,15 +2,13 @@
 ``longread eval run`` is still writing, or at committed results, and must change neither.
 
 ``RunStore`` opens its database for writing (it creates tables and a WAL), so the rows are read
-here through a read-only SQLite connection; the report's numbers still come from the report's
-own code, fed the same rows ``report.load_runs`` builds.
+with ``store.read_results`` (a read-only connection); the report's numbers still come from the
+report's own code, fed the same rows ``report.load_runs`` builds.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,9 +16,7 @@ from typing import Any
 from ..data.loaders import data_files, iter_samples
 from ..errors import LongreadError, UsageError
 from ..eval import report
-from ..eval.store import _COLUMNS, SampleResult, _from_row  # the store's own row decoding
-
-DATABASE = "results.sqlite"
+from ..eval.store import SampleResult
 
 
 def is_run_folder(path: Path) -> bool:
@@ -40,60 +36,12 @@ def read_config(run_dir: Path) -> dict[str, Any]:
     return config
 
 
-def read_results(run_dir: Path) -> list[SampleResult]:
-    """Every row of the store, in the order samples were first recorded; none before the run
-    has created its database."""
-    path = run_dir / DATABASE
-    if not path.is_file():
-        return []
-    try:
-        return _query(path, immutable=not _has_wal(path))
-    except sqlite3.DatabaseError:
-        # A writer started between the look for its WAL and the read: read as its peer.
-        return _query(path, immutable=False)
-
-
-def _has_wal(path: Path) -> bool:
-    return path.with_name(path.name + "-wal").exists()
-
-
-def _query(path: Path, *, immutable: bool) -> list[SampleResult]:
-    """The rows through a read-only connection. Without a WAL file no one is writing, and
-    ``immutable`` reads without creating one (a read-only connection to a WAL database
-    otherwise leaves ``-wal`` and ``-shm`` files behind); with one, ``mode=ro`` takes part in
-    the WAL protocol like any reader and never blocks the writer."""
-    uri = path.resolve().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
-    with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
-        db.execute("PRAGMA busy_timeout=10000")
-        try:
-            rows = db.execute(f"SELECT {_COLUMNS} FROM results ORDER BY rowid").fetchall()
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):  # created, not yet given its table
-                return []
-            raise
-    return [_from_row(row) for row in rows]
-
-
 def report_rows(
     run_dir: Path, config: dict[str, Any], results: list[SampleResult]
 ) -> list[dict[str, Any]]:
     """The rows ``report.load_runs([run_dir])`` gives, built from rows read read-only."""
-    (label,) = report._agent_labels([(run_dir, config)])
-    rows = []
-    for result in results:
-        row = {
-            "run_dir": str(run_dir),
-            "agent": label,
-            "sample_id": result.sample_id,
-            "status": result.status,
-            "dataset": result.dataset,
-            "kind": result.kind,
-            "context_length": result.context_length,
-            "accuracy": result.headline,
-            "error": result.error,
-        }
-        rows.append({**row, **result.score, **result.cost})
-    return rows
+    (label,) = report.agent_labels([(run_dir, config)])
+    return report.result_rows(run_dir, label, results)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..eval.store import SampleResult
+from ..eval.store import SampleResult, read_results
 from ..trace import Run
 from . import runfolder
 
@@ -161,7 +161,7 @@ class RunFolder(Source):
         return runfolder.read_config(self.path)
 
     def results(self) -> list[SampleResult]:
-        return runfolder.read_results(self.path)
+        return read_results(self.path)
 
     def gold(self, config: dict[str, Any]) -> tuple[dict[str, list[str]], str | None]:
         """Gold answers by sample id from the run's data (read once per data file version),
