@@ -65,3 +65,29 @@ async def test_a_cancelled_call_stops_waiting_but_keeps_the_model_until_its_thre
     assert reply.text == "notes"
     assert stand_in.done == 2
     assert stand_in.most == 1  # the second call waited for the abandoned one's thread
+
+
+async def test_closing_waits_for_an_abandoned_calls_thread(
+    backend: tuple[LlamaCppBackend, StandIn],
+) -> None:
+    """SIGTERM mid-call cancels the run, then closes the backend: freeing the model while the
+    thread still computes on it crashed `eval run` with a segmentation fault."""
+    llm, stand_in = backend
+
+    class Model:
+        closed_while_running: bool | None = None
+
+        def close(self) -> None:
+            Model.closed_while_running = stand_in.running > 0
+
+    llm._llama = Model()
+    call = asyncio.ensure_future(llm.chat(MESSAGES, SamplingParams()))
+    while stand_in.running == 0:
+        await asyncio.sleep(0.01)
+    call.cancel()
+    closing = asyncio.ensure_future(llm.aclose())
+    await asyncio.sleep(0.1)
+    assert not closing.done()  # still waiting for the thread
+    stand_in.gate.set()
+    await closing
+    assert Model.closed_while_running is False

@@ -153,9 +153,12 @@ class LlamaCppBackend:
         return completion
 
     async def aclose(self) -> None:
-        if self._llama is not None:
-            llama, self._llama = self._llama, None
-            await asyncio.to_thread(llama.close)
+        # Wait for an abandoned call's thread (see ``chat``): freeing the model under it would
+        # crash the process (a segmentation fault on SIGTERM mid-call, seen in `eval run`).
+        async with self._lock:
+            if self._llama is not None:
+                llama, self._llama = self._llama, None
+                await asyncio.to_thread(llama.close)
 
     async def __aenter__(self) -> LlamaCppBackend:
         return self
