@@ -47,10 +47,11 @@ sets() {  # build every set once, seed 0 (training sets use seeds from 1001)
     $LONGREAD data hotpotqa --input "$HOTPOTQA" --lengths "$csv" --n "$N" --seed 0 --out "$DATA"
 }
 
-cell() {  # cell AGENT MODEL SET LENGTH; MODEL: adapter (the default) or base (--base-model)
+cell() {  # cell AGENT MODEL SET LENGTH; MODEL: adapter (--adapter memory) or base (--base-model)
   local agent=$1 model=$2 set=$3 length=$4 flags=()
   [ "$agent" = memagent ] && flags+=("${MEMAGENT_FLAGS[@]}")
   [ "$model" = base ] && flags+=(--base-model)
+  [ "$model" = adapter ] && flags+=(--adapter memory)
   $LONGREAD eval run --data "$DATA/${set}_${length}.jsonl" --agent "$agent" "${flags[@]}" \
     --out "$RUNS/$agent-$model-$set-$length" --concurrency 1
 }
@@ -126,7 +127,7 @@ sessions=$(wc -l < "$ROOT/invocations.jsonl")
     "taking $total s of wall time in all (\`$ROOT/invocations.jsonl\`); rerunning it resumes" \
     "any unfinished cell and rewrites this page. The model is the embedded SmolLM2-135M-Instruct" \
     "(Q8_0 via llama-cpp-python, 8192-token window): \`+ smollm2-135m-memory\` rows apply the" \
-    "shipped memory adapter (the default), the others run the model as released" \
+    "shipped memory adapter (\`--adapter memory\`), the others run the model as released" \
     "(\`--base-model\`). The first round of results is [results-v1.md](results-v1.md)."
   echo
   [ -f docs/results_notes.md ] && cat docs/results_notes.md && echo

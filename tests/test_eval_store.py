@@ -27,7 +27,6 @@ from longread.eval.store import (
 from longread.llm import gguf as gguf_module
 from longread.llm.factory import BackendSettings
 from longread.llm.gguf import converted_path
-from longread.llm.memory_adapter import bundled_memory_adapter, memory_adapter_provenance
 
 from .eval_helpers import sample
 
@@ -346,10 +345,6 @@ def test_auto_without_a_server_records_the_bundled_model_in_the_default_quant(
         "source": str(bundled.resolve()),
         "quant": "q8_0",
         "n_ctx": 8192,
-        # the bundled model reads with the shipped memory adapter unless --base-model
-        "adapter": str(bundled_memory_adapter()),
-        "adapter_sha256": memory_adapter_provenance()["sha256"],
-        "adapter_scale": 1.0,
         "max_concurrency": 8,
         "tokenizer": None,
     }

@@ -95,8 +95,8 @@ def backend_options(func: Any) -> Any:
         click.option(
             "--adapter",
             type=click.Path(dir_okay=False),
-            help="LoRA adapter GGUF for the embedded model (as the trainer exports it) "
-            "[bundled model: the shipped memory adapter].",
+            help="LoRA adapter GGUF for the embedded model (as the trainer exports it), or "
+            "'memory': the memory adapter shipped for the bundled SmolLM2.",
         ),
         click.option(
             "--base-model",

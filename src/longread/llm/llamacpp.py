@@ -42,8 +42,8 @@ class LlamaCppBackend:
         n_threads: CPU threads; default all cores (llama-cpp-python's default is half).
         adapter: a llama.cpp LoRA adapter GGUF to apply (``train.export.export_lora_gguf``
             writes one), for the same base model; ``adapter_scale`` multiplies its effect.
-            Default: the bundled model gets the shipped memory adapter (``memory_adapter``).
-        base_model: run the bundled model without the shipped memory adapter.
+            ``"memory"``: the memory adapter shipped for the bundled model (``memory_adapter``).
+        base_model: run the bundled model without any adapter.
     """
 
     name = "llamacpp"

@@ -5,8 +5,11 @@ embedded SmolLM2-135M keep notes the way the memory agents ask: the fact that an
 question, not the document's filler. Its provenance (recipe, data, seeds, commit, training
 time, measured effect) is the JSON file beside it.
 
-It applies to the bundled model only, and only when no other adapter is given: a LoRA is tied to
-the base weights it was trained on. ``base_model=True`` runs the bundled model without it.
+``--adapter memory`` (``adapter="memory"``) applies it. It is not yet the default: it keeps
+RULER's needles (85-95% at 8K-16K tokens where the model as released scores 0%) but misses the
+demo's differently worded needle, which the model as released finds (see README). When
+``DEFAULT_ON`` is true, the bundled model gets it unless ``base_model`` (``--base-model``), and
+only when no other adapter is given: a LoRA is tied to the base weights it was trained on.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any
 from ..errors import UsageError
 
 MEMORY_ADAPTER_FILE = "smollm2-135m-memory.gguf"
+MEMORY_ADAPTER_NAME = "memory"  # --adapter memory: the shipped adapter
+DEFAULT_ON = False  # applied to the bundled model without being asked
 
 
 def bundled_memory_adapter() -> Path | None:
@@ -39,12 +44,18 @@ def memory_adapter_provenance() -> dict[str, Any] | None:
 def applied_adapter(
     gguf: str | Path | None, adapter: str | Path | None, base_model: bool
 ) -> Path | str | None:
-    """The adapter the embedded backend applies: ``adapter`` when given; else the shipped
-    memory adapter on the bundled model (``gguf`` None) unless ``base_model``; else none."""
+    """The adapter the embedded backend applies: ``adapter`` when given (``"memory"``: the
+    shipped one); else, with ``DEFAULT_ON``, the shipped one on the bundled model (``gguf``
+    None) unless ``base_model``; else none."""
     if adapter and base_model:
         raise UsageError("--base-model runs the model without any adapter; drop --adapter")
+    if adapter == MEMORY_ADAPTER_NAME:
+        shipped = bundled_memory_adapter()
+        if shipped is None:
+            raise UsageError("this build of longread ships no memory adapter")
+        return shipped
     if adapter:
         return adapter
-    if gguf is None and not base_model:
+    if DEFAULT_ON and gguf is None and not base_model:
         return bundled_memory_adapter()
     return None
