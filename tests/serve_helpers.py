@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from openai import OpenAI
 
 from longread.errors import BackendError
 from longread.llm.base import Completion, Message, SamplingParams
@@ -188,3 +189,10 @@ def start_servers(tmp_path: Path) -> tuple[Callable[..., ServerThread], Callable
             server.__exit__()
 
     return start, stop
+
+
+def client(server: ServerThread, **kwargs: Any) -> OpenAI:
+    """The official client for ``server``, with no retries unless asked (a retry would hide
+    what one request did)."""
+    kwargs.setdefault("max_retries", 0)
+    return OpenAI(base_url=server.base_url, api_key=kwargs.pop("api_key", "none"), **kwargs)

@@ -7,27 +7,14 @@ import base64
 import json
 
 import pytest
-from openai import BadRequestError, OpenAI
+from openai import BadRequestError
 
 from longread.trace import Run
 
-from .serve_helpers import QUESTION, curl, document, start_servers
+from .serve_helpers import QUESTION, client, curl, document
 
 ANSWER = "4720519"
 AGENTS = {"memagent", "rememr1", "memreread", "full", "rag"}
-
-
-@pytest.fixture
-def start(tmp_path):
-    start, stop = start_servers(tmp_path)
-    yield start
-    stop()
-
-
-def client(server, **kwargs) -> OpenAI:
-    return OpenAI(
-        base_url=server.base_url, api_key=kwargs.pop("api_key", "none"), max_retries=0, **kwargs
-    )
 
 
 def ask(server, messages, **kwargs):

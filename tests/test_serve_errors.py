@@ -9,22 +9,17 @@ import threading
 
 import openai
 import pytest
-from openai import OpenAI
 
-from .serve_helpers import QUESTION, SlowBackend, curl, document, start_servers, wait_for
+from .serve_helpers import (
+    QUESTION,
+    SlowBackend,
+    client,
+    curl,
+    document,
+    wait_for,
+)
 
 CHAT = "/chat/completions"
-
-
-@pytest.fixture
-def start(tmp_path):
-    start, stop = start_servers(tmp_path)
-    yield start
-    stop()
-
-
-def client(server, api_key: str = "none") -> OpenAI:
-    return OpenAI(base_url=server.base_url, api_key=api_key, max_retries=0)
 
 
 def request(question: str = QUESTION, doc: str | None = None, **fields) -> dict:
@@ -58,7 +53,7 @@ def assert_openai_error(body: dict, code: str | None = None) -> dict:
 def test_keys_are_required_when_set_and_health_stays_open(start):
     server = start(keys=("sekrit", "other"))
     with pytest.raises(openai.AuthenticationError) as caught:
-        client(server, "wrong").models.list()
+        client(server, api_key="wrong").models.list()
     assert caught.value.status_code == 401
     assert caught.value.body["code"] == "invalid_api_key"
     status, _, body = curl(server.base_url + "/models")
@@ -67,8 +62,8 @@ def test_keys_are_required_when_set_and_health_stays_open(start):
         "Authorization: Bearer"
         in assert_openai_error(json.loads(body), "invalid_api_key")["message"]
     )
-    assert len(client(server, "other").models.list().data) == 5
-    reply = client(server, "sekrit").chat.completions.create(
+    assert len(client(server, api_key="other").models.list().data) == 5
+    reply = client(server, api_key="sekrit").chat.completions.create(
         model="longread-memagent",
         messages=[{"role": "user", "content": QUESTION}],
         extra_body={"longread": {"document": document()}},

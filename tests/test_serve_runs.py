@@ -14,21 +14,17 @@ from openai import OpenAI
 
 from longread.trace import Run
 
-from .serve_helpers import QUESTION, SlowBackend, curl, document, start_servers, wait_for
+from .serve_helpers import (
+    QUESTION,
+    SlowBackend,
+    client,
+    curl,
+    document,
+    start_servers,
+    wait_for,
+)
 
 ANSWER = "4720519"
-
-
-@pytest.fixture
-def start(tmp_path):
-    start, stop = start_servers(tmp_path)
-    yield start
-    stop()
-
-
-def client(server, **kwargs) -> OpenAI:
-    kwargs.setdefault("max_retries", 0)
-    return OpenAI(base_url=server.base_url, api_key=kwargs.pop("api_key", "none"), **kwargs)
 
 
 def create(openai_client: OpenAI, doc: str, **kwargs):
