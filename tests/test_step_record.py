@@ -51,6 +51,16 @@ async def test_two_runs_get_different_run_ids():
     assert first.run_id != second.run_id
 
 
+async def test_a_run_named_before_it_starts_carries_that_name_in_every_step():
+    """``longread serve`` sends the run's id in its headers before the first call."""
+    seen = []
+    backend = ScriptedBackend(["memory A", "\\boxed{7}"])
+    agent = MemAgent(backend, WordTokenizer(), progress=lambda step, _: seen.append(step.run_id))
+    run = await agent.run("q?", chunks("one"), run_id="run-42")
+    assert run.run_id == "run-42"
+    assert [s.run_id for s in run.steps] == seen == ["run-42", "run-42"]
+
+
 async def test_a_saved_trace_loads_back_equal(tmp_path):
     backend = ScriptedBackend(["m", "\\boxed{1}"], with_tokens=True)
     run = await memagent(backend, record_tokens=True).run("q?", chunks("a"), sample_id="x")

@@ -55,9 +55,11 @@ class Agent(Protocol):
         *,
         sample_id: str | None = None,
         sink: StepSink | None = None,
+        run_id: str | None = None,
     ) -> Run:
         """Read ``document`` and answer ``question``; the Run holds the answer and every step.
-        ``sample_id`` names the sample in every step record (evaluation and training set it);
+        ``sample_id`` names the sample in every step record (evaluation and training set it),
+        ``run_id`` the run (default: a new id; the server names a run before it starts);
         a ``sink`` gets each step once complete, and the Run then keeps their bookkeeping only
         (``ask`` and ``eval run`` stream traces to disk this way)."""
         ...
@@ -181,6 +183,7 @@ class AgentBase(Generic[ConfigT]):
         *,
         sample_id: str | None = None,
         sink: StepSink | None = None,
+        run_id: str | None = None,
     ) -> Run:
         """Read ``document`` and answer ``question``; the Run holds the answer and every step.
         With a ``sink`` (a ``TraceWriter``; ``DISCARD``), every step goes there once complete
@@ -190,6 +193,7 @@ class AgentBase(Generic[ConfigT]):
         ctx = CallContext(
             self.backend, self.tokenizer, self.progress,
             sample_id=sample_id, record_tokens=self.record_tokens, sink=sink,
+            run_id=run_id or new_run_id(),
         )  # fmt: skip
         reading = await self.read(ctx, question, document)
         ctx.flush(shed=False)

@@ -225,13 +225,8 @@ class RunManager:
         agent = make_agent(request.agent, self.backend, self.tokenizer, request.config, progress)
         plan, chunks = await agent.chunks(request.question, request.document)
         handle.publish(Started(len(chunks), plan.chunk_tokens, plan.note()))
-        run = await agent.run(request.question, chunks)
-        # The server named the run before it started (the id went out in headers): the trace
-        # carries that name.
-        run.run_id = handle.run_id
-        for step in run.steps:
-            step.run_id = handle.run_id
-        return run
+        # The server named the run before it started (the id went out in headers).
+        return await agent.run(request.question, chunks, run_id=handle.run_id)
 
     def _forget(self, handle: RunHandle) -> None:
         if self._runs.get(handle.request.key) is handle:
@@ -240,9 +235,7 @@ class RunManager:
     def _partial(self, handle: RunHandle, error: APIError | None, clock: float) -> Run:
         """The trace of a run that did not finish: the calls it made, and why it ended."""
         request = handle.request
-        steps = handle.steps()
-        for step in steps:
-            step.run_id = handle.run_id
+        steps = handle.steps()  # made with the run's id (``agent.run(run_id=...)``)
         reason = error.message if error is not None else "no answer"
         return Run(
             agent=request.agent,
