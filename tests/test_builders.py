@@ -374,6 +374,10 @@ def test_ruler_haystack_choices(tmp_path: Path) -> None:
         ("vt", {"haystack": "needles"}, "not needles"),
         ("niah_single_1", {"haystack": "/no/such/file.txt"}, "or a text file"),
         ("qa", {"hotpotqa_records": []}, "needs hotpotqa_records"),
+        ("vt", {"wording": "plain"}, "no needle wording"),
+        ("niah_multikey_1", {"wording": "plain"}, "needs a task with one needle"),
+        ("niah_single_1", {"wording": "plain", "haystack": "needles"}, "one needle"),
+        ("niah_single_1", {"wording": "shouted"}, "unknown needle wording"),
     ],
 )
 def test_ruler_refusals(task: str, kwargs: dict[str, Any], message: str) -> None:
@@ -384,3 +388,45 @@ def test_ruler_refusals(task: str, kwargs: dict[str, Any], message: str) -> None
 def test_ruler_target_too_short() -> None:
     with pytest.raises(UsageError, match="too short"):
         build_ruler("niah_multiquery", 30, 1, 0, RegexTokenizer())
+
+
+def test_plain_wording_is_the_demo_documents_sentence_and_question() -> None:
+    for sample in build("niah_single_1", 2000, RegexTokenizer(), n=3, wording="plain"):
+        (value,) = sample.answers
+        assert f"The special magic number is {value}." in sample.context
+        assert sample.question == "What is the special magic number mentioned in the document?"
+        assert not NEEDLE.search(sample.context)
+        assert sample.meta["wording"] == "plain"
+
+
+@pytest.mark.parametrize("task", ["niah_single_2", "niah_multikey_1", "niah_multivalue"])
+def test_another_wording_keeps_every_draw_of_rulers_own(task: str) -> None:
+    """Training sets in another wording ask about the same keys, values and depths, and their
+    evaluation twins (RULER's wording, the default) are unchanged by the option."""
+    tokenizer = RegexTokenizer()
+    ruler = build(task, 3000, tokenizer, n=4)
+    secret = build(task, 3000, tokenizer, n=4, wording="secret")
+    for a, b in zip(ruler, secret, strict=True):
+        assert (a.answers, a.meta["depths"], a.meta["keys"]) == (
+            b.answers,
+            b.meta["depths"],
+            b.meta["keys"],
+        )
+        assert "wording" not in a.meta
+        for key in b.meta["keys"]:
+            assert f"the secret number of {key} is" in b.context
+            assert key in b.question
+
+
+def test_mixed_wording_varies_by_sample_and_says_which() -> None:
+    samples = build("niah_single_1", 2000, RegexTokenizer(), n=12, wording="mixed")
+    assert {s.meta["wording"] for s in samples} == {"ruler", "plain", "secret"}
+    needle_of = {
+        "ruler": "One of the special magic numbers for {key} is: {value}.",
+        "plain": "The special magic number is {value}.",
+        "secret": "Remember this: the secret number of {key} is {value}.",
+    }
+    for sample in samples:
+        needle = needle_of[sample.meta["wording"]]
+        (key,), (value,) = sample.meta["keys"], sample.answers
+        assert needle.format(key=key, value=value) in sample.context

@@ -124,6 +124,19 @@ def test_ruler_writes_each_length_fitted(tokenizer_json, tmp_path):
         assert all(s.answers[0] in s.context for s in samples)
 
 
+def test_ruler_wording_words_the_needle_and_refuses_an_ambiguous_one(tokenizer_json, tmp_path):
+    common = ["--lengths", "2000", "--n", "2", "--tokenizer", str(tokenizer_json)]
+    code, _, stderr = data("ruler", "--task", "niah_single_1", "--wording", "plain", *common,
+                           "--out", str(tmp_path))  # fmt: skip
+    assert code == 0, stderr
+    for sample in load_samples(tmp_path / "ruler_niah_single_1_2000.jsonl"):
+        assert f"The special magic number is {sample.answers[0]}." in sample.context
+    code, _, stderr = data("ruler", "--task", "niah_multikey_1", "--wording", "plain", *common,
+                           "--out", str(tmp_path / "multi"))  # fmt: skip
+    assert code == 2
+    assert "wording 'plain' names no key" in stderr
+
+
 CHAT = "/v1/chat/completions"
 
 

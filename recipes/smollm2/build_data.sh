@@ -34,6 +34,20 @@ build "$OUT/train1k/hotpotqa" hotpotqa --input "$HOTPOTQA" --lengths 2500 --n 50
   --exclude recipes/smollm2/hotpotqa_eval_ids.txt
 build "$OUT/heldout8k" ruler --task niah_single_2 --lengths 8192 --n 10 --seed 1003
 
+# stage 1c: the same skill in other wordings (--wording mixed: RULER's sentence, make demo's
+# key-less "The special magic number is N.", and a "secret ... of KEY" one), so the notes do not
+# hinge on one sentence; HotpotQA's training questions again, with other distractors
+build "$OUT/train1c/niah_single_1" ruler --task niah_single_1 --lengths 3000 --n 60 --seed 1031 \
+  --wording mixed
+build "$OUT/train1c/niah_single_2" ruler --task niah_single_2 --lengths 3000 --n 60 --seed 1032 \
+  --wording mixed
+build "$OUT/train1c/niah_multikey_1" ruler --task niah_multikey_1 --lengths 3000 --n 30 \
+  --seed 1033 --wording mixed
+build "$OUT/train1c/hotpotqa" hotpotqa --input "$HOTPOTQA" --lengths 3000 --n 50 --seed 1034 \
+  --exclude recipes/smollm2/hotpotqa_eval_ids.txt
+build "$OUT/heldout8k-plain" ruler --task niah_single_1 --lengths 8192 --n 5 --seed 1004 \
+  --wording plain
+
 # stage 2 (GRPO): longer documents than the warm start saw, where its notes can still go wrong
 build "$OUT/grpo/niah_single_2" ruler --task niah_single_2 --lengths 5000 --n 60 --seed 1021
 build "$OUT/grpo/niah_multikey_1" ruler --task niah_multikey_1 --lengths 4000 --n 40 --seed 1022

@@ -11,7 +11,7 @@ from ..data.builders import build_hotpotqa, build_hotpotqa_to_length
 from ..data.hotpotqa import load_hotpotqa
 from ..data.loaders import save_samples
 from ..data.records import Sample
-from ..data.ruler import RULER_TASKS, build_ruler
+from ..data.ruler import NEEDLE_WORDINGS, RULER_TASKS, build_ruler
 from ..text.tokenizer import Tokenizer
 from .closed_book import closed_book
 from .errors import LongreadGroup
@@ -135,10 +135,19 @@ def hotpotqa(input_path: str, docs: list[int] | None, lengths: list[int] | None,
     type=click.Path(exists=True, dir_okay=False),
     help="HotpotQA JSON for the qa task.",
 )
+@click.option(
+    "--wording",
+    type=click.Choice(NEEDLE_WORDINGS),
+    default="ruler",
+    show_default=True,
+    help="How the niah tasks word the needle and question: RULER's, another wording (for "
+    "training data that does not teach one sentence), or mixed (one drawn per sample).",
+)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @tokenizer_option
 def ruler(task: str, lengths: list[int], n: int, seed: int, haystack: str | None,
-          hotpotqa_path: str | None, out: str, tokenizer_path: str | None) -> None:  # fmt: skip
+          hotpotqa_path: str | None, wording: str, out: str,
+          tokenizer_path: str | None) -> None:  # fmt: skip
     """RULER synthetic tasks fitted to each token length (within 1%)."""
 
     if task == "qa" and hotpotqa_path is None:
@@ -148,7 +157,7 @@ def ruler(task: str, lengths: list[int], n: int, seed: int, haystack: str | None
         records = load_hotpotqa(hotpotqa_path) if hotpotqa_path else None
         tokenizer = _tokenizer(tokenizer_path)
         for tokens in lengths:
-            samples = build_ruler(task, tokens, n, seed, tokenizer, haystack, records)
+            samples = build_ruler(task, tokens, n, seed, tokenizer, haystack, records, wording)
             _write(samples, Path(out), f"ruler_{task}_{tokens}")
 
     run_or_exit(build())

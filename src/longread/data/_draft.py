@@ -35,6 +35,7 @@ class Shared:
     haystack: str | None  # "noise" | "essay" | "needles", or None for the task's own
     essay_file: Path | None
     hotpot_records: Sequence[Mapping[str, Any]] | None
+    wording: str = "ruler"  # the needle tasks' wording (_niah.WORDINGS, or "mixed")
 
     @cached_property
     def essay(self) -> WordStream:

@@ -1,5 +1,9 @@
 """RULER's needle-in-a-haystack tasks: "One of the special magic numbers for KEY is: VALUE."
-sentences hidden in noise, essay text or other needles (RULER's synthetic.yaml settings)."""
+sentences hidden in noise, essay text or other needles (RULER's synthetic.yaml settings).
+
+Other wordings of the needle and its question exist for training data (a model taught only
+RULER's sentence learns that sentence, not the skill): ``wording="ruler"`` is RULER's and the
+default; the others are listed in :data:`WORDINGS`, and ``"mixed"`` draws one per sample."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import UsageError
 from ._draft import Draft, Shared
 from ._haystack import (
     NOISE_SENTENCES,
@@ -44,6 +49,38 @@ NIAH: dict[str, NiahSpec] = {
 }
 NIAH_TASKS = tuple(NIAH)
 
+
+@dataclass(frozen=True)
+class Wording:
+    """How a needle is written and asked about; ``{key}`` is left out by key-less wordings."""
+
+    needle: str  # fields: noun (singular), key, value
+    question: str  # fields: noun (singular), key
+    question_all: str  # several answers; fields: nouns (plural), keys
+    keyed: bool = True  # False: the needle names no key, so only one gold needle is allowed
+
+
+WORDINGS: dict[str, Wording] = {
+    "ruler": Wording(
+        "One of the special magic {nouns} for {key} is: {value}.",
+        "What is the special magic {noun} for {key} mentioned in the provided text?",
+        "What are all the special magic {nouns} for {keys} mentioned in the provided text?",
+    ),
+    # The wording of `make demo`'s document (longread.data.needle): no key.
+    "plain": Wording(
+        "The special magic {noun} is {value}.",
+        "What is the special magic {noun} mentioned in the document?",
+        "What are all the special magic {nouns} mentioned in the document?",
+        keyed=False,
+    ),
+    "secret": Wording(
+        "Remember this: the secret {noun} of {key} is {value}.",
+        "What is the secret {noun} of {key}?",
+        "What are all the secret {nouns} of {keys}?",
+    ),
+}
+WORDING_CHOICES = (*WORDINGS, "mixed")
+
 # RULER's 40 needle depths: whole percentages evenly spread over 0..100.
 DEPTHS = tuple(round(i * 100 / 39) / 100 for i in range(40))
 _DRAW: dict[str, Callable[[random.Random], str]] = {
@@ -65,28 +102,57 @@ def niah_draft(task: str, shared: Shared, rng: random.Random) -> Draft:
     queried = rng.sample(range(len(keys)), spec.queries)
     answers = [v for i in queried for v in values[i]]
     noun = spec.value_type
-    needles = [_needle(noun, k, v) for k, v in pairs]
     kind = shared.haystack or spec.haystack
-    if kind == "needles":
-        fill = _NeedleFill(random.Random(rng.getrandbits(64)), spec, taken)
+    fill_seed = rng.getrandbits(64) if kind == "needles" else None
+    # Drawn last, so that RULER's wording leaves every earlier draw (and each sample) as it was.
+    wording = _wording(shared.wording, spec, kind, rng)
+    needles = [_needle(wording, noun, k, v) for k, v in pairs]
+    if fill_seed is not None:
+        fill = _NeedleFill(random.Random(fill_seed), spec, taken, wording)
         render = _needles_renderer(fill, needles, depths)
     else:
         render = _text_renderer(kind, shared, needles, depths)
     meta: dict[str, Any] = {"haystack": kind, "depths": depths, "keys": [keys[i] for i in queried]}
     if len(depths) == 1:
         meta["depth"] = depths[0]
-    return Draft(_question(noun, [keys[i] for i in queried], len(answers)), answers, render, meta)
+    if shared.wording != "ruler":
+        meta["wording"] = _name(wording)
+    question = _question(wording, noun, [keys[i] for i in queried], len(answers))
+    return Draft(question, answers, render, meta)
 
 
-def _needle(noun: str, key: str, value: str) -> str:
-    return f"One of the special magic {noun} for {key} is: {value}."
+def _wording(choice: str, spec: NiahSpec, haystack: str, rng: random.Random) -> Wording:
+    """The sample's wording: the one chosen, or for "mixed" one drawn among those that can
+    state this task unambiguously (a key-less needle only where there is one needle)."""
+    if choice == "ruler":
+        return WORDINGS["ruler"]
+    usable = [w for w in WORDINGS.values() if w.keyed or _one_needle(spec, haystack)]
+    if choice == "mixed":
+        return rng.choice(usable)
+    if choice not in WORDINGS:
+        raise UsageError(f"unknown needle wording {choice!r}; expected one of {WORDING_CHOICES}")
+    if WORDINGS[choice] not in usable:
+        raise UsageError(f"wording {choice!r} names no key, so it needs a task with one needle")
+    return WORDINGS[choice]
 
 
-def _question(noun: str, keys: list[str], n_answers: int) -> str:
-    query = keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + ", and " + keys[-1]
+def _one_needle(spec: NiahSpec, haystack: str) -> bool:
+    return spec.keys == 1 and spec.values == 1 and haystack != "needles"
+
+
+def _name(wording: Wording) -> str:
+    return next(name for name, w in WORDINGS.items() if w == wording)
+
+
+def _needle(wording: Wording, noun: str, key: str, value: str) -> str:
+    return wording.needle.format(noun=noun[:-1], nouns=noun, key=key, value=value)
+
+
+def _question(wording: Wording, noun: str, keys: list[str], n_answers: int) -> str:
     if n_answers == 1:  # RULER's singular wording for a single answer
-        return f"What is the special magic {noun[:-1]} for {query} mentioned in the provided text?"
-    return f"What are all the special magic {noun} for {query} mentioned in the provided text?"
+        return wording.question.format(noun=noun[:-1], key=keys[0])
+    query = keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + ", and " + keys[-1]
+    return wording.question_all.format(nouns=noun, keys=query)
 
 
 def _distinct(
@@ -122,12 +188,14 @@ class _NeedleFill:
     """Distractor needles for the needles haystack, drawn in a fixed order so that a larger
     haystack extends a smaller one; none reuses a gold key or value."""
 
-    def __init__(self, rng: random.Random, spec: NiahSpec, taken: set[str]) -> None:
-        self._rng, self._spec, self._taken = rng, spec, taken
+    def __init__(
+        self, rng: random.Random, spec: NiahSpec, taken: set[str], wording: Wording
+    ) -> None:
+        self._rng, self._spec, self._taken, self._wording = rng, spec, taken, wording
         self._lines: list[str] = []
         # Noise sentences that weigh about one needle: the size counts these, so a size
         # step adds a sentence and lengths fit finely even with long UUID needles.
-        example = _needle(spec.value_type, self._key(), self._value())
+        example = self._needle(self._key(), self._value())
         average = sum(map(len, NOISE_SENTENCES)) / len(NOISE_SENTENCES)
         self.per_needle = max(1, round(len(example) / average))
 
@@ -135,8 +203,11 @@ class _NeedleFill:
         while len(self._lines) < n:
             key, value = self._key(), self._value()
             if key not in self._taken and value not in self._taken:
-                self._lines.append(_needle(self._spec.value_type, key, value))
+                self._lines.append(self._needle(key, value))
         return self._lines[:n]
+
+    def _needle(self, key: str, value: str) -> str:
+        return _needle(self._wording, self._spec.value_type, key, value)
 
     def _key(self) -> str:
         return _DRAW[self._spec.key_type](self._rng)

@@ -28,12 +28,13 @@ from ..text.tokenizer import Tokenizer
 from ._draft import Draft, Shared
 from ._fit import largest_fitting
 from ._haystack import LazyShuffle, insert_at, lines_of, noise_sentences
-from ._niah import NIAH_TASKS, niah_draft
+from ._niah import NIAH_TASKS, WORDING_CHOICES, niah_draft
 from .hotpotqa import DocumentPicker, Paragraph, render_documents
 from .records import Sample
 
 RULER_TASKS = (*NIAH_TASKS, "vt", "cwe", "fwe", "qa")
 HAYSTACKS = ("noise", "essay", "needles")
+NEEDLE_WORDINGS = WORDING_CHOICES  # "ruler" (RULER's own), other wordings, "mixed"
 _NO_HAYSTACK = ("cwe", "fwe", "qa")
 _ZETA_2 = 1.6449340668482264  # zeta(2) = pi^2 / 6, fwe's word-frequency normaliser
 
@@ -46,6 +47,7 @@ def build_ruler(
     tokenizer: Tokenizer,
     haystack: str | None = None,
     hotpotqa_records: Sequence[Mapping[str, Any]] | None = None,
+    wording: str = "ruler",
 ) -> list[Sample]:
     """``n`` samples of RULER ``task`` at ``length_tokens`` (context + question tokens).
 
@@ -53,12 +55,17 @@ def build_ruler(
     and _3: needles; the other niah tasks: essay, generated unless a file is given); "noise",
     "essay" or "needles" override it; any other value is a UTF-8 text file used as the essay.
     cwe, fwe and qa take no haystack. qa asks ``hotpotqa_records[i]`` for sample ``i``.
+    ``wording`` words the niah tasks' needles and question: RULER's, another of
+    ``_niah.WORDINGS`` (for training data), or "mixed" (one drawn per sample).
     """
     if task not in RULER_TASKS:
         raise UsageError(f"unknown RULER task {task!r}; expected one of {', '.join(RULER_TASKS)}")
     if n < 1 or length_tokens < 1:
         raise UsageError("n and length_tokens must be positive")
+    if wording != "ruler" and task not in NIAH_TASKS:
+        raise UsageError(f"task {task} has no needle wording to choose (got {wording!r})")
     shared = _shared(task, length_tokens, seed, haystack, hotpotqa_records)
+    shared.wording = wording
     samples: list[Sample] = []
     hint: int | None = None
     for i in range(n):
