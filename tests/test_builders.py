@@ -372,6 +372,7 @@ def test_ruler_haystack_choices(tmp_path: Path) -> None:
         ("niah_single_9", {}, "unknown RULER task"),
         ("cwe", {"haystack": "noise"}, "takes no haystack"),
         ("vt", {"haystack": "needles"}, "not needles"),
+        ("vt", {"haystack": "noise-paragraphs"}, "not noise-paragraphs"),
         ("niah_single_1", {"haystack": "/no/such/file.txt"}, "or a text file"),
         ("qa", {"hotpotqa_records": []}, "needs hotpotqa_records"),
         ("vt", {"wording": "plain"}, "no needle wording"),
@@ -430,3 +431,18 @@ def test_mixed_wording_varies_by_sample_and_says_which() -> None:
         needle = needle_of[sample.meta["wording"]]
         (key,), (value,) = sample.meta["keys"], sample.answers
         assert needle.format(key=key, value=value) in sample.context
+
+
+def test_noise_paragraphs_haystack_is_the_demo_documents_layout() -> None:
+    tokenizer = RegexTokenizer()
+    for sample in build("niah_single_1", 3000, tokenizer, n=2, haystack="noise-paragraphs"):
+        paragraphs = sample.context.strip().split("\n\n")
+        assert len(paragraphs) > 5
+        assert all("\n" not in p for p in paragraphs)
+        (needle,) = NEEDLE.findall(sample.context)
+        assert needle[1] == sample.answers[0]
+        noise = [p for p in paragraphs if sample.answers[0] not in p]
+        assert all(p.startswith("The grass is green.") for p in noise[:-1])
+        where = sample.context.index(sample.answers[0]) / len(sample.context)
+        assert where == pytest.approx(sample.meta["depth"], abs=0.05)
+        check_sample(sample, "niah_single_1", 3000, tokenizer)

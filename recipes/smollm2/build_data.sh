@@ -48,6 +48,15 @@ build "$OUT/train1c/hotpotqa" hotpotqa --input "$HOTPOTQA" --lengths 3000 --n 50
 build "$OUT/heldout8k-plain" ruler --task niah_single_1 --lengths 8192 --n 5 --seed 1004 \
   --wording plain
 
+# stage 1d: 1c's adapter copied `make demo`'s noise (paragraphs of four noise lines) into its
+# notes, a layout no earlier stage saw: needles in that layout, and new essay documents
+build "$OUT/train1d/niah_single_1" ruler --task niah_single_1 --lengths 3000 --n 40 --seed 1041 \
+  --wording mixed --haystack noise-paragraphs
+build "$OUT/train1d/niah_single_2" ruler --task niah_single_2 --lengths 3000 --n 30 --seed 1042 \
+  --wording mixed
+build "$OUT/heldout8k-paragraphs" ruler --task niah_single_1 --lengths 8192 --n 5 --seed 1005 \
+  --wording plain --haystack noise-paragraphs
+
 # stage 2 (GRPO): longer documents than the warm start saw, where its notes can still go wrong
 build "$OUT/grpo/niah_single_2" ruler --task niah_single_2 --lengths 5000 --n 60 --seed 1021
 build "$OUT/grpo/niah_multikey_1" ruler --task niah_multikey_1 --lengths 4000 --n 40 --seed 1022

@@ -16,6 +16,7 @@ stage() {  # stage NAME: train recipes/smollm2/NAME.toml into $RUNS/NAME
 stage sft     # 1a: oracle notes, chunks of 500 tokens (45 steps, about 50 s each)
 stage sft1k   # 1b: oracle notes, chunks of 1000 (30 steps, about 2 min each)
 stage sft1c   # 1c: needles in several wordings, evidence weighted x3 (20 steps, about 2 min each)
-# Stage 2 starts from stage 1c's adapter, kept in the repo so a fresh clone can go on from it.
-rm -rf recipes/smollm2/stages/sft1c && cp -r "$RUNS/sft1c/adapter" recipes/smollm2/stages/sft1c
+stage sft1d   # 1d: the demo's noise layout too (10 steps)
+# Stage 2 starts from stage 1d's adapter, kept in the repo so a fresh clone can go on from it.
+rm -rf recipes/smollm2/stages/sft1d && cp -r "$RUNS/sft1d/adapter" recipes/smollm2/stages/sft1d
 stage grpo    # 2: GRPO on the agent's own rollouts (12 steps)

@@ -126,7 +126,7 @@ def hotpotqa(input_path: str, docs: list[int] | None, lengths: list[int] | None,
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--haystack",
-    help="noise, essay, needles, or a text file to use as the essay "
+    help="noise, noise-paragraphs, essay, needles, or a text file to use as the essay "
     "[default: the task's RULER haystack].",
 )
 @click.option(

@@ -32,7 +32,7 @@ class Shared:
 
     seed: int
     target: int
-    haystack: str | None  # "noise" | "essay" | "needles", or None for the task's own
+    haystack: str | None  # one of ruler.HAYSTACKS, or None for the task's own
     essay_file: Path | None
     hotpot_records: Sequence[Mapping[str, Any]] | None
     wording: str = "ruler"  # the needle tasks' wording (_niah.WORDINGS, or "mixed")

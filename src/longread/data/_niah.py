@@ -170,12 +170,18 @@ def _distinct(
 def _text_renderer(
     kind: str, shared: Shared, needles: list[str], depths: list[float]
 ) -> Callable[[int], str]:
-    """Noise (size = sentences; lines of RULER's noise, needles as lines) or essay (size =
-    words; needles as sentences between the essay's sentences)."""
+    """Noise (size = sentences; lines of RULER's noise, needles as lines), noise-paragraphs
+    (the same lines, needles among them, four to a blank-line paragraph: `make demo`'s layout,
+    longread.data.needle) or essay (size = words; needles as
+    sentences between the essay's sentences)."""
 
     def render(size: int) -> str:
         if kind == "noise":
             units, sep = lines_of(noise_sentences(size)), "\n"
+        elif kind == "noise-paragraphs":
+            units = lines_of(noise_sentences(size))
+            at = [(int(len(units) * d), text) for d, text in zip(depths, needles, strict=True)]
+            return "\n\n".join(lines_of(insert_at(units, at), 4)) + "\n"
         else:
             units, sep = shared.essay.sentences(size), " "
         at = [(int(len(units) * d), text) for d, text in zip(depths, needles, strict=True)]

@@ -33,7 +33,7 @@ from .hotpotqa import DocumentPicker, Paragraph, render_documents
 from .records import Sample
 
 RULER_TASKS = (*NIAH_TASKS, "vt", "cwe", "fwe", "qa")
-HAYSTACKS = ("noise", "essay", "needles")
+HAYSTACKS = ("noise", "noise-paragraphs", "essay", "needles")
 NEEDLE_WORDINGS = WORDING_CHOICES  # "ruler" (RULER's own), other wordings, "mixed"
 _NO_HAYSTACK = ("cwe", "fwe", "qa")
 _ZETA_2 = 1.6449340668482264  # zeta(2) = pi^2 / 6, fwe's word-frequency normaliser
@@ -134,8 +134,8 @@ def _vt_draft(shared: Shared, rng: random.Random, index: int) -> Draft:
     """Variable tracking: one chain ``VAR A = 12345``, ``VAR B = VAR A`` ... (4 hops) in
     noise (or essay) lines; the answer is every variable holding the value."""
     kind = shared.haystack or "noise"
-    if kind == "needles":
-        raise UsageError("task vt takes a noise or essay haystack, not needles")
+    if kind in ("needles", "noise-paragraphs"):
+        raise UsageError(f"task vt takes a noise or essay haystack, not {kind}")
     names: list[str] = []
     while len(names) < 5:
         name = "".join(rng.choices(string.ascii_uppercase, k=5))
