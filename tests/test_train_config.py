@@ -87,3 +87,21 @@ def test_the_llamacpp_engine_refuses_sampler_old_logprobs(tmp_path: Path) -> Non
     )
     with pytest.raises(UsageError, match="old_logprobs = 'auto' or 'recompute'"):
         load_config(write(tmp_path, text))
+
+
+def test_held_out_sets_sharing_a_sample_id_are_refused_before_training(tmp_path: Path) -> None:
+    """Two held-out folders built with the same task and length share ids; that must stop the
+    run at once, not at its first evaluation after hours of training."""
+    line = '{"id": "niah-8192-0", "question": "Q?", "context": "text", "answers": ["a"]}\n'
+    for name in ("train", "eval_a", "eval_b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "set.jsonl").write_text(line)
+    path = write(tmp_path, '[data]\ntrain = "train"\neval = ["eval_a", "eval_b"]\n')
+    out = tmp_path / "run"
+    result = CliRunner().invoke(cli, ["train", "--config", str(path), "--out", str(out)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "longread: error: sample id 'niah-8192-0' occurs twice in the held-out data; "
+        "ids must be unique"
+    ]
+    assert not out.exists()

@@ -54,11 +54,18 @@ build "$OUT/train1d/niah_single_1" ruler --task niah_single_1 --lengths 3000 --n
   --wording mixed --haystack noise-paragraphs
 build "$OUT/train1d/niah_single_2" ruler --task niah_single_2 --lengths 3000 --n 30 --seed 1042 \
   --wording mixed
-build "$OUT/heldout8k-paragraphs" ruler --task niah_single_1 --lengths 8192 --n 5 --seed 1005 \
+# (8000, not 8192: its ids must differ from heldout8k-plain's when a stage evaluates both)
+build "$OUT/heldout8k-paragraphs" ruler --task niah_single_1 --lengths 8000 --n 5 --seed 1005 \
   --wording plain --haystack noise-paragraphs
+# stage 1e: 1d's adapter still copied the paragraphs of noise (0% on heldout8k-paragraphs):
+# more of that layout, over half of the stage's documents (2900 tokens: ids unlike train1d's)
+build "$OUT/train1e/niah_single_1" ruler --task niah_single_1 --lengths 2900 --n 60 --seed 1051 \
+  --wording mixed --haystack noise-paragraphs
 
 # stage 2 (GRPO): longer documents than the warm start saw, where its notes can still go wrong
 build "$OUT/grpo/niah_single_2" ruler --task niah_single_2 --lengths 5000 --n 60 --seed 1021
+build "$OUT/grpo/niah_single_1" ruler --task niah_single_1 --lengths 4000 --n 30 --seed 1024 \
+  --wording mixed --haystack noise-paragraphs
 build "$OUT/grpo/niah_multikey_1" ruler --task niah_multikey_1 --lengths 4000 --n 40 --seed 1022
 build "$OUT/grpo/hotpotqa" hotpotqa --input "$HOTPOTQA" --lengths 3000 --n 50 --seed 1023 \
   --exclude recipes/smollm2/hotpotqa_eval_ids.txt

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from statistics import fmean
@@ -90,6 +91,10 @@ def load_data(paths: Sequence[str], what: str) -> list[Sample]:
     samples = load_files(files)
     if not samples:
         raise UsageError(f"no samples in the {what} data ({', '.join(paths)})")
+    # Checked here, not when the first evaluation or group needs it, hours into a run.
+    twice = next((id for id, n in Counter(s.id for s in samples).items() if n > 1), None)
+    if twice is not None:
+        raise UsageError(f"sample id {twice!r} occurs twice in the {what} data; ids must be unique")
     return samples
 
 
