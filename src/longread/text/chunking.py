@@ -36,6 +36,9 @@ _PARAGRAPH, _SENTENCE, _WORD, _CHARS = range(4)
 # Whitespace-only paragraphs (e.g. a run of blank lines) are held until text follows; past this
 # size they are passed on alone so that memory stays bounded.
 _MAX_CARRIED_SPACE = 1 << 16
+# Paragraphs counted together by a tokenizer with ``count_many``: enough to keep its threads
+# busy, few enough that memory stays bounded (and a cancel is seen soon).
+_COUNT_BATCH = 256
 
 T = TypeVar("T")
 
@@ -75,11 +78,29 @@ def iter_chunks(
     if not 0.0 <= min_fill <= 1.0:
         raise ValueError(f"min_fill must be between 0 and 1, got {min_fill}")
     packer = _Packer(tokenizer, max_tokens, min_fill)
-    for paragraph in _lead_with_separators(paragraphs):
+    for paragraph, tokens in _counted(_lead_with_separators(paragraphs), tokenizer):
         if cancel is not None and cancel.is_set():
             raise ChunkingCancelled
-        yield from packer.feed(paragraph, _PARAGRAPH)
+        yield from packer.feed(paragraph, _PARAGRAPH, tokens=tokens)
     yield from packer.finish()
+
+
+def _counted(paragraphs: Iterable[str], tokenizer: Tokenizer) -> Iterator[tuple[str, int | None]]:
+    """Each paragraph with its token count when the tokenizer counts many texts at once
+    (``count_many``: in parallel, a batch of paragraphs at a time), else with None (the packer
+    counts it)."""
+    count_many = getattr(tokenizer, "count_many", None)
+    if count_many is None:
+        yield from ((paragraph, None) for paragraph in paragraphs)
+        return
+    batch: list[str] = []
+    for paragraph in paragraphs:
+        batch.append(paragraph)
+        if len(batch) == _COUNT_BATCH:
+            yield from zip(batch, count_many(batch), strict=True)
+            batch = []
+    if batch:
+        yield from zip(batch, count_many(batch), strict=True)
 
 
 def chunk_text(
@@ -279,11 +300,14 @@ class _Packer:
         self.recounted = True
         self.index = 0
 
-    def feed(self, text: str, level: int, boundary: int | None = None) -> Iterator[Chunk]:
+    def feed(
+        self, text: str, level: int, boundary: int | None = None, tokens: int | None = None
+    ) -> Iterator[Chunk]:
         """Add ``text``, a piece of ``level`` that follows a boundary of level ``boundary``
-        (default: ``level``), emitting every chunk it completes."""
+        (default: ``level``) and counts ``tokens`` (counted here when None), emitting every
+        chunk it completes."""
         boundary = level if boundary is None else boundary
-        tokens = self.tokenizer.count(text)
+        tokens = self.tokenizer.count(text) if tokens is None else tokens
         while self.total + tokens > self.max_tokens:
             if not self.recounted:
                 # Pieces rarely count the same alone as together; decide on the exact size.

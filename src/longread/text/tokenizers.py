@@ -56,9 +56,19 @@ class HFTokenizer:
     def count(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
+    def count_many(self, texts: list[str]) -> list[int]:
+        """Token counts of ``texts``, encoded in parallel (the library's threads, without the
+        GIL): chunking counts a document's paragraphs this way."""
+        encoded = self._tokenizer.encode_batch(texts, add_special_tokens=False)
+        return [len(e.ids) for e in encoded]
+
     def decode(self, ids: list[int]) -> str:
         """The text of ``ids`` (not part of the protocol; for inspection and tests)."""
         return self._tokenizer.decode(ids, skip_special_tokens=False)
+
+    def save(self, path: str | Path) -> None:
+        """Write the tokenizer as a tokenizer.json file at ``path``."""
+        self._tokenizer.save(str(path))
 
 
 class LlamaCppTokenizer:
