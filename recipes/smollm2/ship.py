@@ -25,7 +25,7 @@ from longread.llm.memory_adapter import MEMORY_ADAPTER_FILE
 RECIPE = Path(__file__).resolve().parent
 ROOT = RECIPE.parents[1]
 TARGET = ROOT / "src" / "longread" / "adapters" / MEMORY_ADAPTER_FILE
-STAGES = ("sft", "sft1k", "grpo")  # in the order train.sh runs them
+STAGES = ("sft", "sft1k", "sft1c", "sft1d", "sft1e", "grpo")  # in the order train.sh runs them
 
 
 def main() -> None:
