@@ -110,7 +110,9 @@ async def make_tokenizer(backend: LLMBackend, settings: BackendSettings) -> Toke
 
     if isinstance(backend, LlamaCppBackend):
         own = tokenizers.LlamaCppTokenizer(backend.llama)  # reuse the loaded model
-        return _fast_equivalent(own, backend.llama.model_path)
+        gguf = backend.llama.model_path
+        # Off the loop: the first start reads the GGUF vocabulary and builds the tokenizer.
+        return await run_cancellable(lambda _: _fast_equivalent(own, gguf))
 
     if isinstance(backend, OpenAIBackend):
         url, model = backend.base_url, backend.model
