@@ -64,8 +64,18 @@ def test_the_fast_tokenizer_gives_llamacpps_ids(gguf, llama, cache) -> None:
 def test_a_document_is_chunked_the_same_with_either(gguf, llama, cache) -> None:
     fast = fast_tokenizer(gguf, llama)
     assert fast is not None
-    text = "\n\n".join([document(300, seed=8), *random_texts(40, seed=9)])
-    assert chunk_text(text, fast, max_tokens=500) == chunk_text(text, llama, max_tokens=500)
+    haystacks = [
+        build_ruler("niah_single_2", 6000, 1, 1, fast, haystack=kind)[0].context
+        for kind in ("essay", "noise", "noise-paragraphs", "needles")
+    ]
+    code = "def f(x):\n    return {'a': [1, 2.5e-3]}\n\n\n\tclass C:  # 2026\n        pass\n"
+    parts = [document(300, seed=8), *haystacks, code * 20, *random_texts(40, seed=9)]
+    text = "\n\n".join(parts) + "\n \n\t\n"
+    for max_tokens in (64, 500, 3000):
+        chunks = chunk_text(text, fast, max_tokens=max_tokens)
+        # The chunks the model's own tokenizer cuts, with the sizes the model will see.
+        assert chunks == chunk_text(text, llama, max_tokens=max_tokens)
+        assert all(c.tokens == llama.count(c.text) <= max_tokens for c in chunks)
 
 
 @pytest.mark.model

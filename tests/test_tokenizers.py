@@ -1,14 +1,7 @@
 import importlib.resources
-import json
-import re
 import socket
 import subprocess
 import sys
-import threading
-import zlib
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 import tokenizers
@@ -23,7 +16,7 @@ from longread.text import (
     chunk_text,
 )
 
-from .text_helpers import document, train_bpe
+from .text_helpers import document, server_ids, train_bpe
 
 # --- HFTokenizer -----------------------------------------------------------------------------
 
@@ -80,74 +73,6 @@ def test_approx_tokenizer():
 
 # --- ServerTokenizer against a real local HTTP server ----------------------------------------
 
-BOS = 1
-
-
-def server_ids(text: str) -> list[int]:
-    """What the fake server's model tokenizer produces (deterministic across processes)."""
-    return [zlib.crc32(t.encode()) % 50_000 + 10 for t in re.findall(r"\w+|[^\w\s]", text)]
-
-
-def answer(style: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-    """Mimic each server family's tokenize endpoint, quirks included."""
-    if style == "vllm" and path == "/tokenize":
-        if "prompt" not in body:
-            return 400, {"error": "prompt: field required"}
-        bos = [BOS] if body.get("add_special_tokens", True) else []
-        return 200, {"tokens": bos + server_ids(body["prompt"]), "max_model_len": 8192}
-    if style == "llama.cpp" and path == "/tokenize":
-        # The real server answers an empty list, not an error, to a body without "content".
-        ids = server_ids(body["content"]) if "content" in body else []
-        return 200, {"tokens": ([BOS] if body.get("add_special") else []) + ids}
-    if style == "llama-cpp-python" and path == "/extras/tokenize":
-        return 200, {"tokens": [BOS, *server_ids(body["input"])]}  # always adds BOS
-    return 404, {"detail": "Not Found"}
-
-
-class FakeServer(ThreadingHTTPServer):
-    def __init__(self, style: str) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.style = style
-        self.requests: list[tuple[str, dict[str, Any]]] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: FakeServer
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append((self.path, body))
-        status, payload = answer(self.server.style, self.path, body)
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # keep test output clean
-
-
-@pytest.fixture
-def serve() -> Iterator:
-    servers: list[FakeServer] = []
-
-    def start(style: str) -> FakeServer:
-        server = FakeServer(style)
-        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-
 
 TEXT = "Hello, world! The memory agent reads chunks."
 
@@ -198,8 +123,7 @@ def test_encode_without_endpoint_or_server_is_a_backend_error(serve):
     server = serve("llama.cpp")
     tok = ServerTokenizer.probe(server.url)
     assert tok is not None
-    server.shutdown()
-    server.server_close()
+    server.stop()
     with tok, pytest.raises(BackendError, match="tokenize request") as gone:
         tok.encode(TEXT)
     assert gone.value.transient  # server trouble: an eval rerun retries the sample

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import random
 import re
+import socket
+import threading
+import time
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
@@ -91,3 +99,98 @@ def train_bpe(folder: Path, vocab_size: int = 400, bos: bool = False) -> Path:
     path = folder / "tokenizer.json"
     tokenizer.save(str(path))
     return path
+
+
+# --- a tokenize server on 127.0.0.1, in each server family's dialect --------------------------
+
+BOS = 1
+
+
+def server_ids(text: str) -> list[int]:
+    """What the fake server's model tokenizer produces (deterministic across processes)."""
+    return [zlib.crc32(t.encode()) % 50_000 + 10 for t in _TOKEN.findall(text)]
+
+
+def answer(style: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """Mimic each server family's tokenize endpoint, quirks included."""
+    if style in ("vllm", "sglang") and path == "/tokenize":
+        prompt = body.get("prompt")
+        bos = [BOS] if body.get("add_special_tokens", True) else []
+        if isinstance(prompt, str):
+            return 200, {"tokens": bos + server_ids(prompt), "max_model_len": 8192}
+        if style == "sglang" and isinstance(prompt, list):  # a batch: one id list per prompt
+            return 200, {"tokens": [bos + server_ids(p) for p in prompt]}
+        return 400, {"error": "prompt: input should be a valid string"}
+    if style == "llama.cpp" and path == "/tokenize":
+        # The real server answers an empty list, not an error, to a body without "content".
+        ids = server_ids(body["content"]) if "content" in body else []
+        return 200, {"tokens": ([BOS] if body.get("add_special") else []) + ids}
+    if style == "llama-cpp-python" and path == "/extras/tokenize":
+        return 200, {"tokens": [BOS, *server_ids(body["input"])]}  # always adds BOS
+    return 404, {"detail": "Not Found"}
+
+
+class FakeServer(ThreadingHTTPServer):
+    """A tokenize server of one ``style`` that takes ``delay`` seconds to answer each request,
+    and records the requests and the most it had in flight at once."""
+
+    daemon_threads = True
+    request_queue_size = 64  # many clients connect at once, as to a real server
+
+    def __init__(self, style: str, delay: float = 0.0) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.style = style
+        self.delay = delay
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.lock = threading.Lock()
+        self.connections: list[socket.socket] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def start(self) -> FakeServer:
+        threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and drop the kept-alive connections too, as a server that exits."""
+        self.shutdown()
+        self.server_close()
+        with self.lock:
+            for connection in self.connections:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeServer
+    protocol_version = "HTTP/1.1"  # keep-alive, as real servers: a client reuses connections
+    disable_nagle_algorithm = True  # else each answer waits for the client's delayed ACK
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.lock:
+            self.server.connections.append(self.connection)
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.server.lock:
+            self.server.requests.append((self.path, body))
+            self.server.in_flight += 1
+            self.server.most_in_flight = max(self.server.most_in_flight, self.server.in_flight)
+        time.sleep(self.server.delay)
+        with self.server.lock:
+            self.server.in_flight -= 1
+        status, payload = answer(self.server.style, self.path, body)
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output clean

@@ -19,8 +19,9 @@ from ..llm.base import (
     SamplingParams,
     check_prompt_truncation,
 )
-from ..text.chunking import Chunk, SpooledChunks, achunk_text
+from ..text.chunking import Chunk, SpooledChunks, achunk_text, run_cancellable
 from ..text.tokenizer import Tokenizer
+from ..text.tokenizers import ServerTokenizer
 from ..trace import NO_BOXED_ANSWER, Run, Step, StepKind, StepSink, new_run_id, utc_now
 from .answer import strip_think
 from .budget import ChunkPlan
@@ -90,6 +91,16 @@ class CallContext:
     def count(self, text: str) -> int:
         return self.tokenizer.count(text)
 
+    async def count_prompt(self, messages: list[Message]) -> int:
+        """The tokens of the messages' contents. A tokenizer that asks a server counts on a
+        worker thread: a blocking round trip on the event loop would stall every other run
+        of a concurrent evaluation."""
+        contents = [message["content"] for message in messages]
+        if not isinstance(self.tokenizer, ServerTokenizer):
+            return sum(self.tokenizer.count(text) for text in contents)
+        tokenizer = self.tokenizer
+        return await run_cancellable(lambda _: sum(tokenizer.count(text) for text in contents))
+
     def flush(self, *, shed: bool = True) -> None:
         """Hand the last step to the sink; ``shed=False`` keeps its text (the final step,
         which the Run is made of)."""
@@ -122,7 +133,7 @@ class CallContext:
         self._pending = record
         if self.progress is not None:  # before the checks: a refused call was still paid for
             self.progress(record, self.expected_calls)
-        _check_not_truncated(self, messages, params, completion)
+        _check_not_truncated(self, await self.count_prompt(messages), params, completion)
         if self.record_tokens and record.tokens is None:
             raise BackendError(
                 f"the {self.backend.name} backend returned no token ids although the run "
@@ -221,7 +232,7 @@ class AgentBase(Generic[ConfigT]):
 
 
 def _check_not_truncated(
-    ctx: CallContext, messages: list[Message], params: SamplingParams, completion: Completion
+    ctx: CallContext, prompt_tokens: int, params: SamplingParams, completion: Completion
 ) -> None:
     """Catch servers that silently cut prompts: compare the reported prompt tokens with our
     count, with a tolerance that fits how exact the count is. An estimate may also run short
@@ -231,7 +242,7 @@ def _check_not_truncated(
     exact = getattr(ctx.tokenizer, "exact", True)
     check_prompt_truncation(
         completion,
-        sum(ctx.count(m["content"]) for m in messages),
+        prompt_tokens,
         EXACT_TOLERANCE if exact else ESTIMATE_TOLERANCE,
         window=None if exact else ctx.backend.context_window,
         max_tokens=params.max_tokens,

@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..text.tokenizer import Tokenizer
 from .base import LLMBackend
+
+if TYPE_CHECKING:
+    from ..text.tokenizers import LlamaCppTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +113,9 @@ async def make_tokenizer(backend: LLMBackend, settings: BackendSettings) -> Toke
 
     if isinstance(backend, LlamaCppBackend):
         own = tokenizers.LlamaCppTokenizer(backend.llama)  # reuse the loaded model
-        return _fast_equivalent(own, backend.llama.model_path)
+        gguf = backend.llama.model_path
+        # Off the loop: the first start reads the GGUF vocabulary and builds the tokenizer.
+        return await run_cancellable(lambda _: _fast_equivalent(own, gguf))
 
     if isinstance(backend, OpenAIBackend):
         url, model = backend.base_url, backend.model
@@ -125,13 +130,11 @@ async def make_tokenizer(backend: LLMBackend, settings: BackendSettings) -> Toke
     return tokenizers.ApproxTokenizer()
 
 
-def _fast_equivalent(own: Tokenizer, gguf: str) -> Tokenizer:
+def _fast_equivalent(own: LlamaCppTokenizer, gguf: str) -> Tokenizer:
     """The same ids as llama.cpp's ``own`` tokenizer through HF tokenizers (parallel, many
     times faster on long documents) where the vocabulary allows it, else ``own``."""
     from ..text.gguf_vocab import fast_tokenizer
-    from ..text.tokenizers import LlamaCppTokenizer
 
-    assert isinstance(own, LlamaCppTokenizer)
     try:
         return fast_tokenizer(gguf, own) or own
     except (OSError, ValueError, UnicodeDecodeError) as error:  # an unreadable file or cache

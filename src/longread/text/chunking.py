@@ -11,6 +11,8 @@ byte-level BPE tokenizers glue a leading space or newline to the next word: piec
 usually count the same alone as inside the chunk. "Usually" is not "always", so whenever a piece
 seems not to fit, the chunk so far is counted again as a whole and that exact size decides; and
 if a chunk's exact size overshoots when it is emitted, its last pieces move to the next chunk.
+A tokenizer that can vouch for a join (``cuts_between``: no token spans it) spares that second
+count: where it vouches for every join in the chunk, the sum of the pieces' counts is exact.
 """
 
 from __future__ import annotations
@@ -88,19 +90,56 @@ def iter_chunks(
 def _counted(paragraphs: Iterable[str], tokenizer: Tokenizer) -> Iterator[tuple[str, int | None]]:
     """Each paragraph with its token count when the tokenizer counts many texts at once
     (``count_many``: in parallel, a batch of paragraphs at a time), else with None (the packer
-    counts it)."""
+    counts it). The next batch is counted while the packer works through this one, so that a
+    server's round trips (or the library's threads) overlap the packer's own counts."""
     count_many = getattr(tokenizer, "count_many", None)
     if count_many is None:
         yield from ((paragraph, None) for paragraph in paragraphs)
         return
+    batches = _batched(paragraphs, _COUNT_BATCH)
+    first = next(batches, None)
+    ahead = _CountAhead(count_many, first) if first else None
+    while ahead is not None:
+        batch, counts = ahead.result()
+        upcoming = next(batches, None)
+        ahead = _CountAhead(count_many, upcoming) if upcoming else None
+        yield from zip(batch, counts, strict=True)
+
+
+def _batched(items: Iterable[str], size: int) -> Iterator[list[str]]:
     batch: list[str] = []
-    for paragraph in paragraphs:
-        batch.append(paragraph)
-        if len(batch) == _COUNT_BATCH:
-            yield from zip(batch, count_many(batch), strict=True)
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
             batch = []
     if batch:
-        yield from zip(batch, count_many(batch), strict=True)
+        yield batch
+
+
+class _CountAhead:
+    """``count_many(batch)`` on a daemon thread (one that a cancelled chunking leaves behind
+    holds nothing up); ``result`` waits for it."""
+
+    def __init__(self, count_many: Callable[[list[str]], list[int]], batch: list[str]) -> None:
+        self.count_many = count_many
+        self.batch = batch
+        self.counts: list[int] = []
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="longread-counting", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.counts = self.count_many(self.batch)
+        except BaseException as error:  # raised again by result(), in the chunking thread
+            self.error = error
+
+    def result(self) -> tuple[list[str], list[int]]:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.batch, self.counts
 
 
 def chunk_text(
@@ -294,10 +333,13 @@ class _Packer:
         self.full_enough = min_fill * max_tokens
         self.pieces: list[str] = []
         self.counts: list[int] = []  # each piece counted alone
-        # The chunk's size: exact right after _recount(), else the last exact size plus the
-        # counts of the pieces added since.
+        # Whether the tokenizer provably cuts between each piece and the one before it (see
+        # _joins_cleanly); the first piece's entry is never read.
+        self.clean: list[bool] = []
+        # The chunk's size: exact right after _recount() and while every join since is clean,
+        # else the last exact size plus the counts of the pieces added since.
         self.total = 0
-        self.recounted = True
+        self.exact = True
         self.index = 0
 
     def feed(
@@ -309,7 +351,7 @@ class _Packer:
         boundary = level if boundary is None else boundary
         tokens = self.tokenizer.count(text) if tokens is None else tokens
         while self.total + tokens > self.max_tokens:
-            if not self.recounted:
+            if not self.exact:
                 # Pieces rarely count the same alone as together; decide on the exact size.
                 self._recount()
                 continue
@@ -328,28 +370,48 @@ class _Packer:
             parts = _split(text, level)
             level = min(level + 1, _CHARS)
             if len(parts) > 1:
-                yield from self.feed(parts[0], level, boundary)
-                for part in parts[1:]:
-                    yield from self.feed(part, level)
+                counts = self._count_all(parts)  # each part is fed, so each is counted anyway
+                yield from self.feed(parts[0], level, boundary, counts[0])
+                for part, count in zip(parts[1:], counts[1:], strict=True):
+                    yield from self.feed(part, level, tokens=count)
                 return
+        clean = self._joins_cleanly(text)
         self.pieces.append(text)
         self.counts.append(tokens)
+        self.clean.append(clean)
         self.total += tokens
-        self.recounted = False
+        self.exact = self.exact and clean
 
     def finish(self) -> Iterator[Chunk]:
         """Emit what is left."""
         while self.pieces:
             yield self._close()
 
+    def _count_all(self, parts: list[str]) -> list[int]:
+        """Each part's count, in one ``count_many`` where the tokenizer has one (a server:
+        one round trip, or several at once, instead of one after another)."""
+        count_many = getattr(self.tokenizer, "count_many", None)
+        if count_many is None:
+            return [self.tokenizer.count(part) for part in parts]
+        return list(count_many(parts))
+
+    def _joins_cleanly(self, text: str) -> bool:
+        """Whether the chunk's size stays the sum of its pieces' when ``text`` is added: it is
+        the first piece, or the tokenizer says no token can span the join (``cuts_between``,
+        where it has one: exact counts that need no second pass over the chunk)."""
+        if not self.pieces:
+            return True
+        cuts_between = getattr(self.tokenizer, "cuts_between", None)
+        return cuts_between is not None and bool(cuts_between(self.pieces[-1], text))
+
     def _recount(self) -> None:
         self.total = self.tokenizer.count("".join(self.pieces))
-        self.recounted = True
+        self.exact = True
 
     def _close(self) -> Chunk:
         """Emit the current chunk; if its exact size overshoots, its last pieces move on to the
         next chunk."""
-        if not self.recounted:
+        if not self.exact:
             self._recount()
         keep = len(self.pieces)
         while self.total > self.max_tokens and keep > 1:
@@ -359,9 +421,9 @@ class _Packer:
         assert self.total <= self.max_tokens, (self.total, self.max_tokens)
         chunk = Chunk(self.index, "".join(self.pieces[:keep]), self.total)
         self.index += 1
-        del self.pieces[:keep], self.counts[:keep]
+        del self.pieces[:keep], self.counts[:keep], self.clean[:keep]
         self.total = sum(self.counts)
-        self.recounted = not self.pieces
+        self.exact = all(self.clean[1:])
         return chunk
 
     def _keep_without(self, overshoot: int, keep: int) -> int:

@@ -2,23 +2,25 @@
 
 - ``HFTokenizer``: a Hugging Face ``tokenizer.json`` (a file or a model folder).
 - ``LlamaCppTokenizer``: the vocabulary inside a GGUF file, through llama-cpp-python.
-- ``ServerTokenizer``: the tokenize endpoint of a vLLM, SGLang or llama.cpp server.
+- ``ServerTokenizer``: the tokenize endpoint of a vLLM, SGLang or llama.cpp server (its own
+  module, ``_server_tokenizer``).
 - ``ApproxTokenizer``: a characters-per-token estimate for when none of the above exists.
 
-Each has ``exact`` telling whether its counts are the model's own.
+Each has ``exact`` telling whether its counts are the model's own. Those that count many texts
+faster together than one by one have ``count_many``, which chunking uses for paragraphs.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import httpx
+from ..errors import UsageError
+from ._server_tokenizer import ServerTokenizer
 
-from ..errors import BackendError, UsageError
+__all__ = ["ApproxTokenizer", "HFTokenizer", "LlamaCppTokenizer", "ServerTokenizer"]
 
 if TYPE_CHECKING:
     import llama_cpp
@@ -33,6 +35,7 @@ class HFTokenizer:
     def __init__(self, tokenizer: tokenizers.Tokenizer, name: str = "hf") -> None:
         self._tokenizer = tokenizer
         self.name = name
+        self._cuts: bool | None = None  # see cuts_between; learnt on first use
 
     @classmethod
     def from_path(cls, path: str | Path) -> HFTokenizer:
@@ -59,8 +62,21 @@ class HFTokenizer:
     def count_many(self, texts: list[str]) -> list[int]:
         """Token counts of ``texts``, encoded in parallel (the library's threads, without the
         GIL): chunking counts a document's paragraphs this way."""
-        encoded = self._tokenizer.encode_batch(texts, add_special_tokens=False)
-        return [len(e.ids) for e in encoded]
+        # encode_batch_fast (tokenizers >= 0.21) skips character offsets: the same ids, sooner.
+        encode = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
+        return [len(e.ids) for e in encode(texts, add_special_tokens=False)]
+
+    def cuts_between(self, left: str, right: str) -> bool:
+        """Whether ``left + right`` provably tokenises as ``left`` and ``right`` apart (no token
+        spans the join), so that its count is the sum of theirs: the chunker then adds counts
+        up instead of counting a chunk again. Claimed only where ``left`` ends in a non-space
+        and ``right`` starts with ASCII whitespace, for pipelines where that is a sure cut
+        (``_cuts_before_space``)."""
+        if not left or not right or left[-1].isspace() or right[0] not in _ASCII_SPACE:
+            return False
+        if self._cuts is None:
+            self._cuts = _cuts_before_space(self._tokenizer)
+        return self._cuts
 
     def decode(self, ids: list[int]) -> str:
         """The text of ``ids`` (not part of the protocol; for inspection and tests)."""
@@ -69,6 +85,40 @@ class HFTokenizer:
     def save(self, path: str | Path) -> None:
         """Write the tokenizer as a tokenizer.json file at ``path``."""
         self._tokenizer.save(str(path))
+
+
+# Characters that every regex engine's \\s matches (Python's str.isspace() is wider still).
+_ASCII_SPACE = frozenset(" \t\n\r\x0b\x0c")
+# GPT-2's byte-level pre-tokenizer regex never lets a piece run from a non-space into a space
+# (its word, number and symbol pieces hold no space after their optional leading one, its
+# space pieces nothing else), and none of its patterns looks behind: text that ends in a
+# non-space is split the same whatever whitespace follows. Digits only splits off digits.
+_CUTTING_STEPS = ("ByteLevel", "Digits")
+
+
+def _cuts_before_space(tokenizer: tokenizers.Tokenizer) -> bool:
+    """Whether ``tokenizer`` always cuts between a non-space and the whitespace after it, and
+    tokenises each side as it would alone: a byte-level BPE with no normaliser, no prefix space
+    added, no post-processor that changes ids, and no added token that could span or swallow
+    the join (one containing whitespace, or stripping the whitespace to its right)."""
+    from tokenizers import models
+
+    model = tokenizer.model
+    if not isinstance(model, models.BPE) or model.dropout or tokenizer.normalizer is not None:
+        return False
+    if tokenizer.post_processor is not None or tokenizer.pre_tokenizer is None:
+        return False
+    state = json.loads(tokenizer.pre_tokenizer.__getstate__())
+    steps = state["pretokenizers"] if state.get("type") == "Sequence" else [state]
+    if not all(step.get("type") in _CUTTING_STEPS for step in steps):
+        return False
+    byte_level = [step for step in steps if step["type"] == "ByteLevel"]
+    if len(byte_level) != 1 or byte_level[0].get("add_prefix_space", True):
+        return False
+    if not byte_level[0].get("use_regex", True):
+        return False
+    added = tokenizer.get_added_tokens_decoder().values()
+    return not any(t.rstrip or any(c.isspace() for c in t.content) for t in added)
 
 
 class LlamaCppTokenizer:
@@ -108,167 +158,6 @@ class LlamaCppTokenizer:
     def decode(self, ids: list[int]) -> str:
         """The text of ``ids`` (not part of the protocol; for inspection and tests)."""
         return self._llama.detokenize(ids).decode("utf-8", errors="replace")
-
-
-@dataclass(frozen=True)
-class _Style:
-    """One server family's tokenize request."""
-
-    name: str
-    path: str
-    body: Callable[[str, str | None], dict[str, Any]]
-
-
-def _without_none(**fields: Any) -> dict[str, Any]:
-    return {key: value for key, value in fields.items() if value is not None}
-
-
-_STYLES = (
-    # vLLM and SGLang add BOS by default; we ask them not to.
-    _Style(
-        "vllm",
-        "/tokenize",
-        lambda text, model: _without_none(model=model, prompt=text, add_special_tokens=False),
-    ),
-    # llama.cpp's server answers {"tokens": []} to a body without "content", so a probe must
-    # see a non-empty answer before it trusts a style.
-    _Style("llama.cpp", "/tokenize", lambda text, model: {"content": text, "add_special": False}),
-    # llama-cpp-python always adds BOS here; probe() learns to strip it.
-    _Style(
-        "llama-cpp-python",
-        "/extras/tokenize",
-        lambda text, model: _without_none(input=text, model=model),
-    ),
-)
-_PROBE_TEXT = "Hello world, how are you?"
-# What a tokenize request can fail with: transport and HTTP status errors, a malformed base URL,
-# an answer that is not JSON or holds no token ids.
-_FAILURES = (httpx.HTTPError, httpx.InvalidURL, ValueError)
-
-
-class ServerTokenizer:
-    """Token ids from a running server's tokenize endpoint (synchronous HTTP).
-
-    ``base_url`` may end in ``/v1``; the tokenize endpoints live at the server's root. Build one
-    with ``probe`` to find out which request style the server speaks; a tokenizer built directly
-    probes on first use.
-    """
-
-    exact = True
-
-    def __init__(self, base_url: str, model: str | None = None, timeout: float = 30.0) -> None:
-        self.root = _server_root(base_url)
-        self.model = model
-        self.name = f"server:{self.root}" + (f" ({model})" if model else "")
-        self._client = httpx.Client(timeout=timeout)
-        self._style: _Style | None = None
-        # Special tokens the server adds even to an empty text (e.g. BOS), learnt by probing.
-        self._head: list[int] = []
-        self._tail: list[int] = []
-
-    @classmethod
-    def probe(
-        cls, base_url: str, model: str | None = None, timeout: float = 30.0
-    ) -> ServerTokenizer | None:
-        """A tokenizer for the server at ``base_url``, or None when no known endpoint answers."""
-        tokenizer = cls(base_url, model, timeout)
-        if tokenizer._detect():
-            return tokenizer
-        tokenizer.close()
-        return None
-
-    @property
-    def style(self) -> str | None:
-        """Which server family answered the probe ("vllm", "llama.cpp", "llama-cpp-python")."""
-        return self._style.name if self._style else None
-
-    def encode(self, text: str) -> list[int]:
-        if self._style is None and not self._detect():
-            raise BackendError(
-                f"{self.root} has no tokenize endpoint (tried /tokenize and /extras/tokenize)"
-            )
-        assert self._style is not None
-        try:
-            ids = self._request(self._style, text)
-        except _FAILURES as error:
-            raise BackendError(
-                f"tokenize request to {self.root} failed: {error}", transient=_transient(error)
-            ) from None
-        return self._strip(ids)
-
-    def count(self, text: str) -> int:
-        return len(self.encode(text))
-
-    def close(self) -> None:
-        """Close the HTTP connection pool."""
-        self._client.close()
-
-    def __enter__(self) -> ServerTokenizer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _detect(self) -> bool:
-        """Try each style in turn; remember the first that tokenises a probe text."""
-        for style in _STYLES:
-            try:
-                probe_ids = self._request(style, _PROBE_TEXT)
-            except _FAILURES:
-                continue
-            if probe_ids:
-                self._style = style
-                self._learn_specials(probe_ids)
-                return True
-        return False
-
-    def _learn_specials(self, probe_ids: list[int]) -> None:
-        # Whatever an empty text turns into is special tokens; see where they sit in the probe.
-        assert self._style is not None
-        try:
-            specials = self._request(self._style, "")
-        except _FAILURES:
-            specials = []  # some servers refuse an empty prompt; they add nothing either
-        head = 0
-        while head < len(specials) and head < len(probe_ids) and specials[head] == probe_ids[head]:
-            head += 1
-        tail = specials[head:]
-        if tail and probe_ids[-len(tail) :] != tail:
-            tail = []  # not where we expected: keep the ids rather than strip real tokens
-        self._head, self._tail = specials[:head], tail
-
-    def _strip(self, ids: list[int]) -> list[int]:
-        if self._head and ids[: len(self._head)] == self._head:
-            ids = ids[len(self._head) :]
-        if self._tail and ids[-len(self._tail) :] == self._tail:
-            ids = ids[: -len(self._tail)]
-        return ids
-
-    def _request(self, style: _Style, text: str) -> list[int]:
-        """POST one tokenize request; ValueError when the answer is not a list of token ids."""
-        response = self._client.post(self.root + style.path, json=style.body(text, self.model))
-        response.raise_for_status()
-        payload = response.json()
-        tokens = payload.get("tokens") if isinstance(payload, dict) else None
-        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
-            raise ValueError(f"unexpected tokenize answer from {style.path}")
-        return tokens
-
-
-def _transient(error: Exception) -> bool:
-    """Server trouble (a lost connection, a timeout, 5xx, 408, 429) rather than a request the
-    server will always refuse."""
-    if isinstance(error, httpx.TransportError):
-        return True
-    if isinstance(error, httpx.HTTPStatusError):
-        status = error.response.status_code
-        return status >= 500 or status in (408, 429)
-    return False
-
-
-def _server_root(base_url: str) -> str:
-    root = base_url.rstrip("/")
-    return root[: -len("/v1")] if root.endswith("/v1") else root
 
 
 class ApproxTokenizer:
