@@ -116,6 +116,14 @@ def backend_options(func: Any) -> Any:
             type=click.IntRange(min=256),
             help="Embedded model's context window [default: 8192].",
         ),
+        click.option(
+            "--parallel",
+            type=click.IntRange(min=1, max=64),
+            help="Embedded model: decode up to N calls together in one llama.cpp context "
+            "(batched decoding; with eval run, pair it with --concurrency N). Each call keeps "
+            "its own --n-ctx window: about 23 KB per token, 190 MB per call at 8192 "
+            "[default: one call at a time].",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -198,6 +206,7 @@ def backend_settings(options: dict[str, Any]) -> BackendSettings:
         adapter=options.pop("adapter"),
         adapter_scale=options.pop("adapter_scale"),
         base_model=options.pop("base_model"),
+        parallel=options.pop("parallel"),
     )
 
 

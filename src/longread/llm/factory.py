@@ -39,6 +39,7 @@ class BackendSettings:
     adapter: str | None = None  # llama.cpp LoRA adapter GGUF (embedded backend only)
     adapter_scale: float = 1.0
     base_model: bool = False  # the bundled model without its shipped memory adapter
+    parallel: int | None = None  # embedded: calls decoded together (None: one at a time)
 
     def resolved_backend(self) -> str:
         """The backend that will run: "auto" decided; UsageError for settings it cannot take."""
@@ -55,6 +56,11 @@ class BackendSettings:
             )
         if resolved == "openai" and self.base_model:
             raise UsageError("--base-model is for the embedded model; a server runs its own")
+        if resolved == "openai" and self.parallel is not None:
+            raise UsageError(
+                "--parallel batches calls on the embedded model; a server batches concurrent "
+                "requests itself (raise --concurrency instead)"
+            )
         if self.adapter_scale != 1.0 and resolved == "llamacpp" and not self.applied_adapter():
             raise UsageError("--adapter-scale scales an --adapter; none was given")
         return resolved
@@ -93,6 +99,7 @@ def make_backend(settings: BackendSettings) -> LLMBackend:
         adapter=settings.adapter,
         adapter_scale=settings.adapter_scale,
         base_model=settings.base_model,
+        parallel=settings.parallel,
     )
 
 

@@ -1,7 +1,8 @@
 """The embedded backend: a GGUF model run in-process by llama.cpp, on the CPU.
 
 llama.cpp calls block and a ``Llama`` object is not thread-safe, so calls run in a worker thread
-one at a time behind a lock: the event loop stays free for progress bars and other work.
+one at a time behind a lock: the event loop stays free for progress bars and other work. With
+``parallel=N`` they are instead decoded together, up to N at a time, by ``llamacpp_batch``.
 
 With ``SamplingParams.record_tokens`` a call also returns the prompt ids the model read, the ids
 it sampled and their logprobs (see ``_record_chat``); otherwise llama-cpp-python's own
@@ -16,6 +17,7 @@ import inspect
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +30,8 @@ from .gguf import SMOLLM2_CONTEXT, resolve_model_file
 from .memory_adapter import applied_adapter
 
 log = logging.getLogger(__name__)
+
+_MAX_PARALLEL = 64  # sequences in one batch; llama.cpp allows 256, memory runs out sooner
 
 
 class LlamaCppBackend:
@@ -44,6 +48,11 @@ class LlamaCppBackend:
             writes one), for the same base model; ``adapter_scale`` multiplies its effect.
             ``"memory"``: the memory adapter shipped for the bundled model (``memory_adapter``).
         base_model: run the bundled model without any adapter.
+        parallel: None (default) runs one call at a time through llama-cpp-python's own
+            generation. N >= 1 decodes up to N concurrent calls together in one context, one
+            sequence each (``llamacpp_batch``): more tokens/s when several calls are in flight.
+            Each call still gets an ``n_ctx`` window, so the KV cache takes N times the memory
+            (about 23 KB per token for SmolLM2-135M: 190 MB per sequence at 8192).
     """
 
     name = "llamacpp"
@@ -60,7 +69,10 @@ class LlamaCppBackend:
         adapter: str | Path | None = None,
         adapter_scale: float = 1.0,
         base_model: bool = False,
+        parallel: int | None = None,
     ) -> None:
+        if parallel is not None and not 1 <= parallel <= _MAX_PARALLEL:
+            raise UsageError(f"parallel must be between 1 and {_MAX_PARALLEL}, not {parallel}")
         adapter = applied_adapter(gguf, adapter, base_model)
         self.adapter_path = check_adapter_file(adapter) if adapter else None
         self._adapter_scale = adapter_scale
@@ -71,6 +83,9 @@ class LlamaCppBackend:
         self._seed = seed
         self._llama: Any = None
         self._lock = asyncio.Lock()
+        self._parallel = parallel
+        self._scheduler: Any = None  # llamacpp_batch.BatchScheduler, made on the first call
+        self._scheduler_lock = threading.Lock()
 
     @property
     def context_window(self) -> int:
@@ -90,6 +105,9 @@ class LlamaCppBackend:
             raise UsageError(
                 "the embedded backend needs llama-cpp-python: pip install 'longread[local]'"
             ) from exc
+        # Batched calls run in a context of their own (llamacpp_batch): the Llama object then
+        # only lends its model, tokenizer and adapter, so its own context is kept small.
+        n_ctx = self._n_ctx if self._parallel is None else min(self._n_ctx, self._n_batch)
         log.info("loading %s (n_ctx=%d)", self.model_path, self._n_ctx)
         adapter: dict[str, Any] = {}
         if self.adapter_path is not None:
@@ -98,7 +116,7 @@ class LlamaCppBackend:
         try:
             return llama_cpp.Llama(
                 model_path=str(self.model_path),
-                n_ctx=self._n_ctx,
+                n_ctx=n_ctx,
                 n_threads=self._n_threads,
                 n_threads_batch=self._n_threads,
                 n_batch=self._n_batch,
@@ -117,7 +135,12 @@ class LlamaCppBackend:
 
         A worker thread cannot be stopped: a cancelled caller (a client that went away, a
         Ctrl-C) stops waiting at once, but the model stays locked until the thread is done
-        with it, so the next call never runs on the model beside it."""
+        with it, so the next call never runs on the model beside it.
+
+        With ``parallel`` set, the call joins the batch instead; a cancelled one leaves it at
+        the next decode step and frees its sequence."""
+        if self._parallel is not None:
+            return await self._batched_chat(messages, params)
         await self._lock.acquire()
         try:
             call = asyncio.ensure_future(
@@ -143,18 +166,40 @@ class LlamaCppBackend:
             else:
                 completion = _plain_chat(llama, messages, params)
         except ValueError as exc:
-            if "exceed context window" in str(exc):
-                raise BudgetError(
-                    f"prompt does not fit the {self._n_ctx}-token window: {exc}"
-                ) from exc
-            raise BackendError(f"llama.cpp failed: {exc}") from exc
+            raise _llama_error(exc, self._n_ctx) from exc
         completion.seconds = time.perf_counter() - start
         completion.model = self.model_path.name
         return completion
 
+    async def _batched_chat(
+        self, messages: Sequence[Message], params: SamplingParams
+    ) -> Completion:
+        scheduler = self._scheduler or await asyncio.to_thread(self._start_scheduler)
+        completion: Completion = await asyncio.wrap_future(scheduler.submit(messages, params))
+        completion.model = self.model_path.name
+        return completion
+
+    def _start_scheduler(self) -> Any:
+        from .llamacpp_batch import BatchScheduler
+
+        with self._scheduler_lock:  # two first calls at once load the model once
+            if self._scheduler is None:
+                assert self._parallel is not None
+                self._scheduler = BatchScheduler(
+                    self.llama,
+                    parallel=self._parallel,
+                    window=self._n_ctx,
+                    n_batch=min(self._n_ctx, self._n_batch),  # as Llama caps it: same chunks
+                )
+            return self._scheduler
+
     async def aclose(self) -> None:
         # Wait for an abandoned call's thread (see ``chat``): freeing the model under it would
         # crash the process (a segmentation fault on SIGTERM mid-call, seen in `eval run`).
+        # The batch worker likewise finishes every call in flight before its context goes.
+        scheduler, self._scheduler = self._scheduler, None
+        if scheduler is not None:
+            await asyncio.to_thread(scheduler.close)
         async with self._lock:
             if self._llama is not None:
                 llama, self._llama = self._llama, None
@@ -165,6 +210,13 @@ class LlamaCppBackend:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _llama_error(exc: ValueError, window: int) -> Exception:
+    """llama-cpp-python's ValueError as ours: a prompt over the window is a BudgetError."""
+    if "exceed context window" in str(exc):
+        return BudgetError(f"prompt does not fit the {window}-token window: {exc}")
+    return BackendError(f"llama.cpp failed: {exc}")
 
 
 def check_adapter_file(adapter: str | Path) -> Path:
@@ -235,6 +287,7 @@ class _Sampled:
     logprobs: list[float]
     text: bytes
     finish_reason: str
+    eog: bool = False  # ended on the end-of-generation id (the last of ``ids``)
 
 
 def _record_chat(llama: Any, messages: list[Message], params: SamplingParams) -> Completion:
@@ -248,7 +301,7 @@ def _record_chat(llama: Any, messages: list[Message], params: SamplingParams) ->
     when the prompt does not fit the window.
     """
     prompt = _render_prompt(llama, messages, params.stop)
-    max_tokens = _token_cap(llama, len(prompt.ids), params.max_tokens)
+    max_tokens = _token_cap(int(llama.n_ctx()), len(prompt.ids), params.max_tokens)
     _seed_as_create_completion(llama, params.seed)
     sampled = _sample(llama, prompt, params, max_tokens)
     return Completion(
@@ -300,9 +353,8 @@ def _chat_formatter(llama: Any) -> Any:
     return formatter
 
 
-def _token_cap(llama: Any, prompt_tokens: int, max_tokens: int) -> int:
+def _token_cap(window: int, prompt_tokens: int, max_tokens: int) -> int:
     """``max_tokens`` as ``_create_completion`` applies it: unlimited if <= 0, cut to the window."""
-    window = int(llama.n_ctx())
     if prompt_tokens >= window:
         # The plain path's own words, which the backend turns into a BudgetError.
         raise ValueError(f"Requested tokens ({prompt_tokens}) exceed context window of {window}")
@@ -329,12 +381,7 @@ def _chat_sampler_defaults() -> dict[str, Any]:
 
 def _sample(llama: Any, prompt: _Prompt, params: SamplingParams, max_tokens: int) -> _Sampled:
     """Generate like ``_create_completion``'s loop, keeping every sampled id and its logprob."""
-    import llama_cpp
-
-    vocab = llama_cpp.llama_model_get_vocab(llama.model)
-    ids: list[int] = []
-    logprobs: list[float] = []
-    held = 0
+    rules = _Stopping(llama, prompt, max_tokens)
     tokens = llama.generate(
         prompt.ids,
         temp=params.temperature,
@@ -345,34 +392,69 @@ def _sample(llama: Any, prompt: _Prompt, params: SamplingParams, max_tokens: int
     for token in tokens:
         # generate() evaluates a token only when resumed, so the context still holds the
         # logits this one was sampled from.
-        logprobs.append(_sampled_logprob(llama, token))
-        ids.append(token)
-        if llama_cpp.llama_vocab_is_eog(vocab, token):
-            return _Sampled(ids, logprobs, llama.detokenize(ids[:-1], prompt.ids), "stop")
-        text = llama.detokenize(ids, prompt.ids)
-        held = _utf8_hold(text, held)
-        if held > 0:  # a character is still incomplete: no stop check, no cap check yet
-            held -= 1
-            continue
-        cut = _stop_position(text, prompt.stops)
-        if cut is not None:
-            return _Sampled(ids, logprobs, text[:cut], "stop")
-        if len(ids) >= max_tokens:
-            return _Sampled(ids, logprobs, text, "length")
+        done = rules.add(token, _sampled_logprob(llama.ctx, -1, llama.n_vocab(), token))
+        if done is not None:
+            return done
     # generate() only runs dry when the chat format's stopping criterion fired.
-    return _Sampled(ids, logprobs, llama.detokenize(ids, prompt.ids), "stop")
+    return rules.ran_dry()
 
 
-def _sampled_logprob(llama: Any, token: int) -> float:
-    """log p(token) under the raw logits of the last evaluated position (log-softmax)."""
+class _Stopping:
+    """``_create_completion``'s stopping rules, fed one sampled id at a time.
+
+    End-of-generation, stop strings (checked only once no UTF-8 character is incomplete), the
+    token cap: shared by the serial loop above and the batched one (``llamacpp_batch``), so both
+    stop at the same token with the same text.
+    """
+
+    def __init__(self, llama: Any, prompt: _Prompt, max_tokens: int) -> None:
+        import llama_cpp
+
+        self._llama = llama
+        self._vocab = llama_cpp.llama_model_get_vocab(llama.model)
+        self._is_eog = llama_cpp.llama_vocab_is_eog
+        self._prompt = prompt
+        self._max_tokens = max_tokens
+        self._held = 0
+        self.ids: list[int] = []
+        self.logprobs: list[float] = []
+
+    def add(self, token: int, logprob: float) -> _Sampled | None:
+        """Take one sampled id; the finished generation if it ends here, else None."""
+        self.logprobs.append(logprob)
+        self.ids.append(token)
+        ids, previous = self.ids, self._prompt.ids
+        if self._is_eog(self._vocab, token):
+            text = self._llama.detokenize(ids[:-1], previous)
+            return _Sampled(ids, self.logprobs, text, "stop", eog=True)
+        text = self._llama.detokenize(ids, previous)
+        self._held = _utf8_hold(text, self._held)
+        if self._held > 0:  # a character is still incomplete: no stop check, no cap check yet
+            self._held -= 1
+            return None
+        cut = _stop_position(text, self._prompt.stops)
+        if cut is not None:
+            return _Sampled(ids, self.logprobs, text[:cut], "stop")
+        if len(ids) >= self._max_tokens:
+            return _Sampled(ids, self.logprobs, text, "length")
+        return None
+
+    def ran_dry(self) -> _Sampled:
+        """The generation when the chat format's stopping criterion ended it."""
+        text = self._llama.detokenize(self.ids, self._prompt.ids)
+        return _Sampled(self.ids, self.logprobs, text, "stop")
+
+
+def _sampled_logprob(ctx: Any, row: int, n_vocab: int, token: int) -> float:
+    """log p(token) under the raw logits of output ``row`` of the last decode (log-softmax)."""
     import llama_cpp
     import numpy as np
 
-    # The row llama_sampler_sample reads (index -1); the sampler copies it before top-k &c.
-    row = llama_cpp.llama_get_logits_ith(llama.ctx, -1)
-    logits = np.ctypeslib.as_array(row, shape=(llama.n_vocab(),)).astype(np.float64)
-    top = logits.max()
-    return float(logits[token] - top - np.log(np.exp(logits - top).sum()))
+    # The row llama_sampler_sample reads; the sampler copies it before top-k &c.
+    logits = llama_cpp.llama_get_logits_ith(ctx, row)
+    values = np.ctypeslib.as_array(logits, shape=(n_vocab,)).astype(np.float64)
+    top = values.max()
+    return float(values[token] - top - np.log(np.exp(values - top).sum()))
 
 
 def _utf8_hold(text: bytes, held: int) -> int:
