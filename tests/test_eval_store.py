@@ -298,6 +298,26 @@ def test_a_folder_from_before_data_hashes_resumes_by_file_name_and_adopts_the_ha
     resume(run_dir, write(tmp_path / "renamed.jsonl", ["a", "b"])).close()
 
 
+def test_a_memagent_folder_from_before_section_first_resumes_in_the_papers_order(tmp_path):
+    data = write(tmp_path / "d.jsonl", ["a", "b"])
+    memagent = dataclasses.asdict(make_config("memagent"))
+    older = {k: v for k, v in memagent.items() if k != "section_first"}
+    samples = load_samples(data)
+    with RunStore(tmp_path / "run") as store:
+        store.save_config(run_config("memagent", older, settings(), data, samples))
+        store.record(done("a"))
+    with RunStore(tmp_path / "run") as store:
+        store.save_config(run_config("memagent", memagent, settings(), data, samples))
+        assert store.done_ids() == {"a"}
+        assert store.load_config()["agent_config"]["section_first"] is False
+    # The section-first order is another run: its prompts differ.
+    section_first = {**memagent, "section_first": True}
+    with pytest.raises(UsageError, match=r"agent_config\.section_first"):
+        RunStore(tmp_path / "run").save_config(
+            run_config("memagent", section_first, settings(), data, samples)
+        )
+
+
 def test_a_folder_from_before_data_hashes_refuses_another_file_name(tmp_path):
     run_dir = old_folder(tmp_path / "run", full_config())
     with pytest.raises(UsageError, match=r"different data \(saved '/work/main/results/data/hot"):
@@ -345,6 +365,7 @@ def test_auto_without_a_server_records_the_bundled_model_in_the_default_quant(
         "source": str(bundled.resolve()),
         "quant": "q8_0",
         "n_ctx": 8192,
+        "parallel": None,  # one call at a time
         "max_concurrency": 8,
         "tokenizer": None,
     }

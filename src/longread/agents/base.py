@@ -201,12 +201,29 @@ class AgentBase(Generic[ConfigT]):
         and the Run keeps only their bookkeeping (``Run.streamed``)."""
         started, clock = utc_now(), time.perf_counter()
         question = require_question(question)
-        ctx = CallContext(
+        ctx = self.new_context(sample_id=sample_id, sink=sink, run_id=run_id)
+        reading = await self.read(ctx, question, document)
+        return self.make_run(ctx, question, reading, started, time.perf_counter() - clock)
+
+    def new_context(
+        self,
+        *,
+        sample_id: str | None = None,
+        sink: StepSink | None = None,
+        run_id: str | None = None,
+    ) -> CallContext:
+        """The context one run's calls go through (one per question when several questions
+        are read together: each keeps its own ids, sink and step records)."""
+        return CallContext(
             self.backend, self.tokenizer, self.progress,
             sample_id=sample_id, record_tokens=self.record_tokens, sink=sink,
             run_id=run_id or new_run_id(),
         )  # fmt: skip
-        reading = await self.read(ctx, question, document)
+
+    def make_run(
+        self, ctx: CallContext, question: str, reading: Reading, started: str, seconds: float
+    ) -> Run:
+        """The Run of a finished reading: its last step, kept whole, holds the answer."""
         ctx.flush(shed=False)
         final = reading.steps[-1]
         return Run(
@@ -216,13 +233,13 @@ class AgentBase(Generic[ConfigT]):
             final_reply=strip_think(final.reply),
             boxed=NO_BOXED_ANSWER not in final.flags,
             steps=reading.steps,
-            seconds=time.perf_counter() - clock,
+            seconds=seconds,
             config={**asdict(self.config), **reading.used},
             notes=reading.notes,
             run_id=ctx.run_id,
-            sample_id=sample_id,
+            sample_id=ctx.sample_id,
             started=started,
-            streamed=sink is not None,
+            streamed=ctx.sink is not None,
         )
 
     async def chunks(self, question: str, document: Document) -> tuple[ChunkPlan, Sequence[Chunk]]:

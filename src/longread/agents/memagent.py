@@ -3,6 +3,8 @@
 ALGORITHMS.md section 1 (Yu et al. 2025). N chunks cost N + 1 calls, each fitting a fixed window
 however long the document is. ``update_step`` and ``final_step`` are the single implementation
 of a MemAgent turn: evaluation, serving, MemReread's passes and RL rollouts all call them.
+``MemAgent.run_many`` reads one document for several questions in a single chunk-major pass
+(``read_chunk_major``; agents/multi.py says why).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
 from ..trace import MEMORY_KEPT, MEMORY_TRUNCATED, Reread, Step
 from .answer import keep_memory, memory_text, read_answer
-from .base import AgentBase, CallContext, Document, Reading
+from .base import CallContext, Document, Reading, prepare_chunks
 from .budget import ChunkPlan, check_fits, plan_chunk
 from .config import SamplingConfig
+from .multi import MultiQuestionAgent
 from .prompts import Prompts, render
 
 NO_MEMORY = "No previous memory"
@@ -26,11 +29,17 @@ NO_MEMORY = "No previous memory"
 @dataclass
 class MemAgentConfig(SamplingConfig):
     """MemAgent settings; defaults are the paper's (chunk 5000, memory 1024, final 1024).
-    Prompt files: memagent_update.txt, memagent_final.txt."""
+    Prompt files: memagent_update.txt (memagent_update_section_first.txt with
+    ``section_first``), memagent_final.txt."""
 
     chunk_tokens: int = 5000  # largest chunk; shrunk automatically to fit the window
     memory_tokens: int = 1024  # max new tokens of each memory rewrite (the memory cap)
     final_tokens: int = 1024  # max new tokens of the final answer
+    # Put the section before the problem and the memory in the update prompt (the paper puts
+    # it last). Calls that read the same chunk for different questions then share a long
+    # prompt prefix, which a prefix cache (the embedded model's kept state, vLLM's automatic
+    # prefix caching) computes once: see ``MemAgent.run_many`` (agents/multi.py).
+    section_first: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -38,10 +47,17 @@ class MemAgentConfig(SamplingConfig):
 
 
 def update_messages(
-    question: str, memory: str, chunk: str, prompts: Prompts | None
+    question: str,
+    memory: str,
+    chunk: str,
+    prompts: Prompts | None,
+    *,
+    section_first: bool = False,
 ) -> list[Message]:
-    """The memory-rewrite conversation: problem, memory, section, instruction."""
-    text = render("memagent_update", prompts, question=question, memory=memory, chunk=chunk)
+    """The memory-rewrite conversation: problem, memory, section, instruction (the paper's
+    order), or with ``section_first`` the section, then problem, memory and instruction."""
+    name = "memagent_update_section_first" if section_first else "memagent_update"
+    text = render(name, prompts, question=question, memory=memory, chunk=chunk)
     return [{"role": "user", "content": text}]
 
 
@@ -63,7 +79,9 @@ async def update_step(
 ) -> Step:
     """One MemAgent turn: the reply (minus any <think>) replaces the memory; a reply with no
     memory in it keeps the old one (flagged)."""
-    messages = update_messages(question, memory, chunk.text, config.prompts)
+    messages = update_messages(
+        question, memory, chunk.text, config.prompts, section_first=config.section_first
+    )
     record = await ctx.call(
         "update",
         step,
@@ -106,7 +124,9 @@ def plan_memagent_chunk(
     ``extra_question_tokens`` reserves room for a longer question asked later (MemReread's
     sub-questions read the document with the same chunks)."""
     memory_room = config.memory_tokens + extra_question_tokens
-    empty_update = update_messages(question, "", "", config.prompts)[0]["content"]
+    empty_update = update_messages(
+        question, "", "", config.prompts, section_first=config.section_first
+    )[0]["content"]
     plan = plan_chunk(
         window=window,
         requested=config.chunk_tokens,
@@ -123,8 +143,9 @@ def plan_memagent_chunk(
     return plan
 
 
-class MemAgent(AgentBase[MemAgentConfig]):
-    """The MemAgent reader. ``run = await MemAgent(backend, tokenizer).run(question, document)``."""
+class MemAgent(MultiQuestionAgent[MemAgentConfig]):
+    """The MemAgent reader. ``run = await MemAgent(backend, tokenizer).run(question, document)``;
+    ``runs = await agent.run_many(questions, document)`` reads once for several questions."""
 
     name = "memagent"
 
@@ -143,6 +164,32 @@ class MemAgent(AgentBase[MemAgentConfig]):
         steps.append(await final_step(ctx, self.config, question, memory, len(steps)))
         notes = run_notes(plan, steps, self.config.memory_tokens)
         return Reading(steps, {"chunk_tokens_used": plan.chunk_tokens}, notes)
+
+    @property
+    def shares_prefix(self) -> bool:
+        return self.config.section_first
+
+    def plan_many(self, questions: Sequence[str]) -> ChunkPlan:
+        """The smallest of the questions' plans: every call fits, and the document is cut
+        once (to the size each question gets alone unless a long one needs smaller)."""
+        return min((self.plan(q) for q in questions), key=lambda plan: plan.chunk_tokens)
+
+    async def read_many(
+        self, contexts: Sequence[CallContext], questions: Sequence[str], document: Document
+    ) -> list[Reading]:
+        """Every question's MemAgent pass in lockstep (see ``read_chunk_major``), then the
+        final answers in question order."""
+        plan = self.plan_many(questions)
+        chunks = await prepare_chunks(document, self.tokenizer, plan.chunk_tokens)
+        for ctx in contexts:  # progress shows the whole pass: every question's calls
+            ctx.expected_calls = len(questions) * (len(chunks) + 1)
+        passes = await read_chunk_major(contexts, self.config, questions, chunks)
+        readings = []
+        for ctx, question, (memory, steps) in zip(contexts, questions, passes, strict=True):
+            steps.append(await final_step(ctx, self.config, question, memory, len(steps)))
+            notes = run_notes(plan, steps, self.config.memory_tokens)
+            readings.append(Reading(steps, {"chunk_tokens_used": plan.chunk_tokens}, notes))
+        return readings
 
 
 async def read_with_memory(
@@ -165,6 +212,26 @@ async def read_with_memory(
         memory = record.memory or memory
         steps.append(record)
     return memory, steps
+
+
+async def read_chunk_major(
+    contexts: Sequence[CallContext],
+    config: MemAgentConfig,
+    questions: Sequence[str],
+    chunks: Sequence[Chunk],
+) -> list[tuple[str, list[Step]]]:
+    """``read_with_memory`` for every question at once: each chunk is read for every question,
+    in question order, before the next chunk, so that consecutive calls read the same chunk
+    (a prefix cache holds one chunk at a time). Question i's calls go through ``contexts[i]``
+    and each question's memory and steps are exactly those of its own pass."""
+    memories = [NO_MEMORY] * len(questions)
+    steps: list[list[Step]] = [[] for _ in questions]
+    for offset, chunk in enumerate(chunks):  # one chunk in memory at a time (spooled chunks)
+        for i, (ctx, question) in enumerate(zip(contexts, questions, strict=True)):
+            record = await update_step(ctx, config, question, memories[i], chunk, offset)
+            memories[i] = record.memory or memories[i]
+            steps[i].append(record)
+    return list(zip(memories, steps, strict=True))
 
 
 def run_notes(plan: ChunkPlan, steps: list[Step], memory_cap: int) -> list[str]:

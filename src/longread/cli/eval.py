@@ -45,7 +45,10 @@ def _run_command() -> click.Command:
                      help="Run folder; the same command with the same folder resumes the run "
                           "(finished samples are skipped, failed ones retried)."),
         click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
-                     help="Samples in flight at once (also the most requests sent at once)."),
+                     help="Samples in flight at once (also the most requests sent at once); "
+                          "with --section-first, samples that share a document are one unit, "
+                          "read together. The embedded model runs one call at a time unless "
+                          "--parallel N batches them."),
         click.option("--limit", type=click.IntRange(min=1), help="Only the first N samples."),
         click.option("--progress/--no-progress", default=True, show_default=True,
                      help="Progress bar on stderr."),

@@ -11,11 +11,13 @@ from typing import Any
 import click
 
 from .. import __version__
+from ..agents.base import AgentBase
+from ..agents.multi import MultiQuestionAgent
 from ..agents.registry import AGENTS, make_agent, make_config
 from ..errors import UsageError
 from ..llm.factory import BackendSettings, make_backend, make_tokenizer
 from ..text import achunk_file
-from ..trace import DISCARD, Run, TraceWriter
+from ..trace import DISCARD, Run, StepSink, TraceWriter
 from .data import data_group
 from .document import checked_document
 from .errors import LongreadGroup
@@ -63,7 +65,15 @@ def _log_to_stderr(level: int) -> None:
 
 @cli.command()
 @click.argument("file")
-@click.option("-q", "--question", required=True, help="The question to answer.")
+@click.option(
+    "-q",
+    "--question",
+    "questions",
+    required=True,
+    multiple=True,
+    help="The question to answer; repeat for several questions about FILE (memagent reads "
+    "it once for all of them).",
+)
 @click.option(
     "--agent",
     type=click.Choice(list(AGENTS)),
@@ -74,75 +84,124 @@ def _log_to_stderr(level: int) -> None:
 @backend_options
 @agent_options
 @record_tokens_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object (one line per question) instead of text.",
+)
 @click.option(
     "--trace",
     "trace_path",
     type=click.Path(dir_okay=False),
-    help="Write the full trace (one step record per model call) as JSON here.",
+    help="Write the full trace (one step record per model call) as JSON here; with several "
+    "questions, one file per question (trace-q1.json, trace-q2.json, ...).",
 )
 def ask(
     file: str,
-    question: str,
+    questions: tuple[str, ...],
     agent: str,
     as_json: bool,
     trace_path: str | None,
     record_tokens: bool,
     **options: Any,
 ) -> None:
-    """Answer QUESTION about FILE ('-' reads standard input)."""
-    if not question.strip():
-        raise click.BadParameter("must not be empty", param_hint="'--question'")
+    """Answer each QUESTION about FILE ('-' reads standard input)."""
+    empty = [i for i, question in enumerate(questions, 1) if not question.strip()]
+    if empty:
+        which = f" (question {empty[0]} of {len(questions)})" if len(questions) > 1 else ""
+        raise click.BadParameter(f"must not be empty{which}", param_hint="'--question'")
     if file != "-" and not Path(file).is_file():
         what = "is a directory" if Path(file).is_dir() else "does not exist"
         raise click.BadParameter(f"{file} {what}", param_hint="'FILE'")
-    if trace_path:
-        check_output_file(trace_path, "--trace")
+    traces = _trace_paths(trace_path, len(questions)) if trace_path else []
+    for trace in traces:
+        check_output_file(trace, "--trace")
     settings = backend_settings(options)
     config = make_config(agent, **options)
     with checked_document(file) as (path, name):
-        writer = _open_trace(trace_path) if trace_path else None
+        writers: list[TraceWriter] = []
         try:
-            job = _ask(path, name, question, agent, settings, config, record_tokens, writer)
-            run = run_or_exit(job)
+            writers.extend(_open_trace(trace) for trace in traces)
+            job = _ask(path, name, questions, agent, settings, config, record_tokens, writers)
+            runs = run_or_exit(job)
         except BaseException:
-            if writer is not None:
+            for writer in writers:
                 writer.discard()
             raise
-    _print_run(run, as_json)  # first: an answer that was paid for is never lost
-    if writer is not None:
+    _print_runs(runs, as_json)  # first: an answer that was paid for is never lost
+    for writer, run in zip(writers, runs, strict=False):
         _finish_trace(writer, run)
+
+
+def _trace_paths(path: str, questions: int) -> list[str]:
+    """``--trace`` PATH for one question; PATH's name with -q1, -q2, ... for several."""
+    if questions == 1:
+        return [path]
+    target = Path(path)
+    return [
+        str(target.with_name(f"{target.stem}-q{i}{target.suffix}")) for i in range(1, questions + 1)
+    ]
 
 
 async def _ask(
     file: str,
     name: str,
-    question: str,
+    questions: tuple[str, ...],
     agent_name: str,
     settings: BackendSettings,
     config: Any,
     record_tokens: bool,
-    writer: TraceWriter | None,
-) -> Run:
+    writers: list[TraceWriter],
+) -> list[Run]:
+    """Every question's run, in order: read together in one pass by an agent that can
+    (memagent), else one question after another."""
+    together = issubclass(AGENTS[agent_name].agent, MultiQuestionAgent)
+    batches = [list(questions)] if together else [[q] for q in questions]
+    sinks: list[StepSink] = [*writers] if writers else [DISCARD] * len(questions)
     backend = make_backend(settings)
     try:
         tokenizer = await make_tokenizer(backend, settings)
-        with RunProgress() as progress:
-            agent = make_agent(
-                agent_name, backend, tokenizer, config, progress.update, record_tokens=record_tokens
-            )
-            plan = agent.plan(question)
-            if plan.shrunk:
-                click.echo(f"longread: note: {plan.note()}", err=True)
-            chunks = await achunk_file(file, tokenizer, plan.chunk_tokens, name=name)
-            progress.start(chunks=len(chunks))  # the agent reports the calls it expects
-            try:
-                # Steps stream to the trace (or nowhere): memory stays flat on long documents.
-                return await agent.run(question, chunks, sink=writer or DISCARD)
-            finally:
-                chunks.close()
+        runs: list[Run] = []
+        for batch in batches:
+            with RunProgress() as progress:
+                agent = make_agent(
+                    agent_name,
+                    backend,
+                    tokenizer,
+                    config,
+                    progress.update,
+                    record_tokens=record_tokens,
+                )
+                batch_sinks = sinks[len(runs) : len(runs) + len(batch)]
+                runs += await _read_file(agent, progress, file, name, batch, batch_sinks)
+        return runs
     finally:
         await backend.aclose()
+
+
+async def _read_file(
+    agent: AgentBase[Any],
+    progress: RunProgress,
+    file: str,
+    name: str,
+    questions: list[str],
+    sinks: list[StepSink],
+) -> list[Run]:
+    """Cut the file once for ``questions`` and run them (several only for a
+    MultiQuestionAgent). Steps stream to the trace (or nowhere): memory stays flat."""
+    multi = agent if isinstance(agent, MultiQuestionAgent) and len(questions) > 1 else None
+    plan = multi.plan_many(questions) if multi else agent.plan(questions[0])
+    if plan.shrunk:
+        click.echo(f"longread: note: {plan.note()}", err=True)
+    chunks = await achunk_file(file, agent.tokenizer, plan.chunk_tokens, name=name)
+    progress.start(chunks=len(chunks))  # the agent reports the calls it expects
+    try:
+        if multi:
+            return await multi.run_many(questions, chunks, sinks=sinks)
+        return [await agent.run(questions[0], chunks, sink=sinks[0])]
+    finally:
+        chunks.close()
 
 
 def _open_trace(path: str) -> TraceWriter:
@@ -162,13 +221,23 @@ def _finish_trace(writer: TraceWriter, run: Run) -> None:
         ) from None
 
 
-def _print_run(run: Run, as_json: bool) -> None:
+def _print_runs(runs: list[Run], as_json: bool) -> None:
+    """The answer (one question: the answer alone, as ever), or each answer labelled with its
+    question: ``Q1: ...`` then ``A1: ...``; with ``--json`` one object per line."""
     if as_json:
-        click.echo(json.dumps(run.summary(), ensure_ascii=False))
+        for run in runs:
+            click.echo(json.dumps(run.summary(), ensure_ascii=False))
         return
-    for note in run.notes:
-        click.echo(f"longread: note: {note}", err=True)
-    click.echo(run.answer)
+    if len(runs) == 1:
+        for note in runs[0].notes:
+            click.echo(f"longread: note: {note}", err=True)
+        click.echo(runs[0].answer)
+        return
+    for number, run in enumerate(runs, 1):
+        for note in run.notes:
+            click.echo(f"longread: note: Q{number}: {note}", err=True)
+        blank = "\n" if number > 1 else ""
+        click.echo(f"{blank}Q{number}: {run.question}\nA{number}: {run.answer}")
 
 
 cli.add_command(eval_group, "eval")

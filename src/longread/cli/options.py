@@ -161,6 +161,12 @@ def agent_options(func: Any) -> Any:
                           "or notes (append-only verbatim notes) [paper]."),
         click.option("--prompt-dir", type=click.Path(file_okay=False, exists=True),
                      help="Folder with your own prompt files (same names as the bundled ones)."),
+        click.option("--section-first", is_flag=True, default=None,
+                     help="memagent/memreread: put the section before the problem and memory "
+                          "in each update prompt, so that the calls reading one chunk for "
+                          "different questions share a prefix that a prefix cache reuses "
+                          "(several -q; eval samples sharing a document) [off: the paper's "
+                          "order]."),
     ]  # fmt: skip
     for option in reversed(options):
         func = option(func)

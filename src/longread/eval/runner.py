@@ -4,6 +4,14 @@ A sample is scored from its final reply (the scorer extracts the box), its trace
 and its row is committed before the next one is counted, so a killed run loses at most the
 samples in flight; rerunning skips what is done and retries what failed. A sample whose
 backend call fails, or that cannot fit the window, is a failed row, never a dropped one.
+
+Samples that share a document (QuALITY asks about 13 questions per article) are read together
+in one pass (``MultiQuestionAgent.run_many``) when the agent's prompts let a prefix cache
+reuse each chunk across questions (MemAgent with ``section_first``); otherwise, and with the
+paper's prompt order, where reading together would only reorder the calls, one at a time.
+A group is one unit of work, its document cut once (to the smallest chunk size any of its
+questions needs): if a call fails or a question cannot fit the window, every sample of the
+group gets a failed row (retried by the next run); each sample keeps its own trace and row.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from typing import Any
 from tqdm import tqdm
 
 from ..agents.base import Agent, ProgressCallback
+from ..agents.multi import MultiQuestionAgent
 from ..data.records import Sample
 from ..errors import BackendError, LongreadError, UsageError
 from ..trace import MEMORY_TRUNCATED, Run, Step, TraceWriter
@@ -188,21 +197,22 @@ async def run_eval(
     bar = _Bar(progress, len(samples), previous)
     meter = _Meter(on_update=bar.on_calls)
     streak = _FailureStreak(max_consecutive_failures)
-    pending = iter(todo)
+    groups = group_by_document(todo) if _reads_together(agent_factory) else [[s] for s in todo]
+    pending = iter(groups)
     finished: list[SampleResult] = []
     started = time.perf_counter()
 
     async def worker() -> None:
-        for sample in pending:  # one shared iterator: each sample is taken once
-            result = await _evaluate_sample(sample, agent_factory, meter, store)
-            store.record(result)  # durable before the sample is counted
-            finished.append(result)
-            bar.add(result)
-            streak.add(result)
+        for group in pending:  # one shared iterator: each group is taken once
+            for result in await _evaluate_group(group, agent_factory, meter, store):
+                store.record(result)  # durable before the sample is counted
+                finished.append(result)
+                bar.add(result)
+                streak.add(result)
 
     interrupted = True
     try:
-        await run_workers(min(concurrency, len(todo)), worker)
+        await run_workers(min(concurrency, len(groups)), worker)
         interrupted = False
     finally:
         bar.close()
@@ -240,37 +250,90 @@ def check_samples(samples: Sequence[Sample]) -> None:
             raise UsageError(f"sample {sample.id!r} has unknown kind {kind!r}")
 
 
-async def _evaluate_sample(
-    sample: Sample, agent_factory: AgentFactory, meter: _Meter, store: RunStore
-) -> SampleResult:
-    """Run, score and trace one sample. Errors a user can act on (backend, budget, bad
-    sample) give a failed result; anything else is a bug and propagates."""
-    kind = sample.meta.get("kind", "qa")
-    spent = _Spent(meter)
-    trace = f"traces/{trace_name(sample.id)}"
-    # The steps go to the trace file as they happen: a sample's memory stays one step deep.
-    writer = TraceWriter(store.run_dir / trace)
+def _reads_together(agent_factory: AgentFactory) -> bool:
+    """Whether this run's agent reads samples that share a document together (see the
+    module's docstring); asked of an agent built only for that (it makes no call)."""
+    agent = agent_factory(lambda step, expected_calls: None)
+    return isinstance(agent, MultiQuestionAgent) and agent.shares_prefix
+
+
+def group_by_document(samples: Sequence[Sample]) -> list[list[Sample]]:
+    """The samples grouped by identical context, groups and samples in first-seen order."""
+    groups: dict[str, list[Sample]] = {}
+    for sample in samples:
+        groups.setdefault(sample.context, []).append(sample)
+    return list(groups.values())
+
+
+async def _evaluate_group(
+    group: list[Sample], agent_factory: AgentFactory, meter: _Meter, store: RunStore
+) -> list[SampleResult]:
+    """Run, score and trace the samples of one document, read together when there are
+    several. Errors a user can act on (backend, budget, bad sample) give failed results;
+    anything else is a bug and propagates."""
+    spent = {sample.id: _Spent(meter) for sample in group}
+    # The steps go to the trace files as they happen: a sample's memory stays one step deep.
+    writers = [TraceWriter(store.run_dir / _trace_path(sample)) for sample in group]
     try:
-        run = await agent_factory(spent.on_call).run(
-            sample.question, sample.context, sample_id=sample.id, sink=writer
-        )
+        if len(group) == 1:
+            runs = [await _run_one(group[0], agent_factory(spent[group[0].id].on_call), writers[0])]
+        else:
+            runs = await _run_together(group, agent_factory, spent, writers)
     except BaseException as exc:
-        writer.discard()
+        for writer in writers:
+            writer.discard()
         if not isinstance(exc, LongreadError):
             raise
-        score = score_answer(None, sample.answers, kind=kind)
-        # What the calls before the failure cost is kept: a failed sample was not free.
-        error = f"{type(exc).__name__}: {exc}"
-        return _result(
-            sample, FAILED, score.to_dict(), cost=spent.cost(), error=error,
-            transient=exc.transient,
-        )  # fmt: skip
+        return [_failed(sample, exc, spent[sample.id]) for sample in group]
+    return [
+        await _finished(sample, run, writer, meter)
+        for sample, run, writer in zip(group, runs, writers, strict=True)
+    ]
+
+
+async def _run_one(sample: Sample, agent: Agent, writer: TraceWriter) -> Run:
+    return await agent.run(sample.question, sample.context, sample_id=sample.id, sink=writer)
+
+
+async def _run_together(
+    group: list[Sample],
+    agent_factory: AgentFactory,
+    spent: dict[str, _Spent],
+    writers: list[TraceWriter],
+) -> list[Run]:
+    def on_call(step: Step, expected_calls: int) -> None:  # each call to its own sample
+        spent[step.sample_id or ""].on_call(step, expected_calls)
+
+    agent = agent_factory(on_call)
+    assert isinstance(agent, MultiQuestionAgent)  # _reads_together said so
+    return await agent.run_many(
+        [sample.question for sample in group],
+        group[0].context,
+        sample_ids=[sample.id for sample in group],
+        sinks=writers,
+    )
+
+
+def _failed(sample: Sample, exc: LongreadError, spent: _Spent) -> SampleResult:
+    score = score_answer(None, sample.answers, kind=sample.meta.get("kind", "qa"))
+    # What the calls before the failure cost is kept: a failed sample was not free.
+    error = f"{type(exc).__name__}: {exc}"
+    return _result(
+        sample, FAILED, score.to_dict(), cost=spent.cost(), error=error, transient=exc.transient
+    )
+
+
+async def _finished(sample: Sample, run: Run, writer: TraceWriter, meter: _Meter) -> SampleResult:
     began = time.perf_counter()
-    score = score_answer(run.final_reply, sample.answers, kind=kind)
+    score = score_answer(run.final_reply, sample.answers, kind=sample.meta.get("kind", "qa"))
     await asyncio.to_thread(writer.finish, run)
-    result = _result(sample, DONE, score.to_dict(), cost=_cost(run), trace=trace)
+    result = _result(sample, DONE, score.to_dict(), cost=_cost(run), trace=_trace_path(sample))
     meter.bookkeeping_seconds += time.perf_counter() - began
     return result
+
+
+def _trace_path(sample: Sample) -> str:
+    return f"traces/{trace_name(sample.id)}"
 
 
 def context_length(meta: dict[str, Any]) -> int | str | None:

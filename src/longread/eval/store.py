@@ -45,6 +45,9 @@ _SHOWN_IDS = 10
 DATABASE = "results.sqlite"
 # The data is compared by content, not by path, so a moved or cloned run folder still resumes.
 RESUME_KEYS = ("agent", "agent_config", "record_tokens", "data_hash")
+# Agent settings added since folders were first made, each with the value that does what the
+# longread before it did: a folder saved without one resumes as if it had that value.
+AGENT_SETTINGS_ADDED = {"section_first": False}
 # Paths in config.json (top-level key, or (section, key)), written relative to the run folder
 # when they are inside it, so the folder can be moved or copied with its data and model.
 PATH_KEYS: tuple[tuple[str, ...], ...] = (
@@ -237,6 +240,7 @@ class RunStore:
             return
         saved = self.load_config()
         saved.setdefault("record_tokens", False)  # folders from before the switch had none
+        _fill_added_settings(saved.get("agent_config"), config.get("agent_config"))
         for key in RESUME_KEYS:
             if key != "data_hash":  # compared by _check_data, which knows older folders
                 _check_same(key, saved.get(key), config.get(key), self.run_dir)
@@ -427,6 +431,16 @@ def _versions() -> dict[str, str]:
     with contextlib.suppress(PackageNotFoundError):
         found["llama_cpp"] = version("llama_cpp_python")
     return found
+
+
+def _fill_added_settings(saved: Any, new: Any) -> None:
+    """Give a saved agent config the settings added since (``AGENT_SETTINGS_ADDED``) that the
+    agent now has, at the value that reproduces the older runs."""
+    if not isinstance(saved, dict) or not isinstance(new, dict):
+        return
+    for key, old_behaviour in AGENT_SETTINGS_ADDED.items():
+        if key in new:
+            saved.setdefault(key, old_behaviour)
 
 
 def _check_same(key: str, saved: Any, new: Any, run_dir: Path) -> None:

@@ -55,7 +55,9 @@ async def oracle_episode(agent: MemAgent, sample: Sample) -> list[OracleTurn]:
     memory = NO_MEMORY
     turns = []
     for chunk in chunks:
-        messages = update_messages(sample.question, memory, chunk.text, prompts)
+        messages = update_messages(
+            sample.question, memory, chunk.text, prompts, section_first=agent.config.section_first
+        )
         found = [s for s in evidence if s in chunk.text and s not in memory]
         if found:
             memory = " ".join(found) if memory == NO_MEMORY else f"{memory} {' '.join(found)}"

@@ -19,9 +19,11 @@ from string import Template
 from ..agents.prompts import PROMPT_SETS, load_prompt
 from ..errors import UsageError
 
-# The prompt file of the call that reads a chunk, by agent (memreread reads with MemAgent's).
-UPDATE_PROMPTS = {"memagent": "memagent_update", "memreread": "memagent_update"}
-UPDATE_PROMPTS["rememr1"] = "rememr1_step"
+# The prompt files of the call that reads a chunk, by agent (memreread reads with MemAgent's;
+# the section-first order, --section-first, has a file of its own).
+_MEMAGENT_UPDATE = ("memagent_update", "memagent_update_section_first")
+UPDATE_PROMPTS = {"memagent": _MEMAGENT_UPDATE, "memreread": _MEMAGENT_UPDATE}
+UPDATE_PROMPTS["rememr1"] = ("rememr1_step",)
 _SECTION = "Section:\n"
 
 
@@ -35,8 +37,7 @@ def find_chunk(
     prompt: str, agent: str, prompt_dir: str | None, previous_memory: str | None
 ) -> FoundChunk | None:
     """The chunk inside ``prompt`` (an update call's last user message), or None."""
-    name = UPDATE_PROMPTS.get(agent)
-    if name is not None:
+    for name in UPDATE_PROMPTS.get(agent, ()):
         for template in _templates(name, prompt_dir):
             fields = match_template(template, prompt)
             if fields is not None and "chunk" in fields:

@@ -1,0 +1,170 @@
+"""Many questions, one document: the paper's prompt order against section-first (issue 11,
+item 10).
+
+    .venv/bin/python bench/multi_question.py [--tokens 32768] [--questions 8]
+        [--chunk-tokens 5000] [--memory-tokens 256] [--final-tokens 64] [--out FILE.jsonl]
+
+One document of about ``--tokens`` tokens (RULER's noise haystack, ``longread.data.needle``)
+hides ``--questions`` needles, "The special magic number for KEY is VALUE.", spread evenly;
+question i asks for key i's number. MemAgent reads the document once for all the questions
+(``run_many``: chunk-major, chunk 1 for every question, then chunk 2...) on the embedded
+model, once per prompt order:
+
+- ``paper``: problem, memory, section (the paper's order, the default);
+- ``section_first``: section, problem, memory: consecutive calls share the chunk as a prefix.
+
+llama-cpp-python keeps the previous call's tokens and decodes only what follows their
+longest common prefix with the next prompt (``Llama.generate``). The prefill tokens it
+actually decoded are counted by wrapping the loaded ``Llama``'s ``generate`` and ``eval``:
+the first ``eval`` of each ``generate`` is its prompt's uncached part. Printed per order:
+prompt tokens sent, prefill tokens computed, wall time, and accuracy (RULER's match).
+Run it on a quiet machine: wall times compare only within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from longread.agents.memagent import MemAgent, MemAgentConfig
+from longread.data.needle import NOISE
+from longread.eval.scoring import score_answer
+from longread.llm.factory import BackendSettings, make_backend, make_tokenizer
+from longread.llm.llamacpp import LlamaCppBackend
+from longread.text.tokenizer import Tokenizer
+
+KEYS = ("amber", "birch", "cobalt", "dune", "ember", "fjord", "granite", "harbor", "iris", "jade")
+PER_PARAGRAPH = 4  # noise sentences per paragraph, as needle_document writes them
+
+
+class PrefillCounter:
+    """Counts the prompt tokens a ``llama_cpp.Llama`` actually decodes (not served from the
+    tokens it kept from the previous call)."""
+
+    def __init__(self, llama: Any) -> None:
+        self.computed = 0
+        self._prompt_next = False
+        generate, evaluate = llama.generate, llama.eval
+
+        def counted_generate(*args: Any, **kwargs: Any) -> Iterator[int]:
+            self._prompt_next = True  # the first eval after this is the prompt's uncached part
+            return generate(*args, **kwargs)
+
+        def counted_eval(tokens: Any) -> None:
+            if self._prompt_next:
+                self.computed += len(tokens)
+                self._prompt_next = False
+            evaluate(tokens)
+
+        llama.generate, llama.eval = counted_generate, counted_eval
+
+
+def build_document(
+    tokenizer: Tokenizer, tokens: int, questions: int, seed: int
+) -> tuple[str, list[tuple[str, str]]]:
+    """The haystack text and its (question, answer) pairs."""
+    if not 1 <= questions <= len(KEYS):
+        raise SystemExit(f"--questions must be between 1 and {len(KEYS)}")
+    rng = random.Random(seed)
+    needles = [(key, str(rng.randrange(1_000_000, 10_000_000))) for key in KEYS[:questions]]
+    paragraph = " ".join([NOISE] * PER_PARAGRAPH)
+    per_paragraph = tokenizer.count(paragraph + "\n\n")
+    paragraphs = [paragraph] * max(questions + 1, tokens // per_paragraph)
+    for i, (key, value) in enumerate(needles):  # evenly spread, none at the very start
+        at = (i + 1) * len(paragraphs) // (questions + 1)
+        paragraphs[at] += f" The special magic number for {key} is {value}."
+    pairs = [
+        (f"What is the special magic number for {key} mentioned in the document?", value)
+        for key, value in needles
+    ]
+    return "\n\n".join(paragraphs) + "\n", pairs
+
+
+async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
+    settings = BackendSettings(backend="llamacpp", gguf=args.gguf, n_ctx=args.n_ctx)
+    backend = make_backend(settings)
+    try:
+        tokenizer = await make_tokenizer(backend, settings)  # loads the model
+        text, pairs = build_document(tokenizer, args.tokens, args.questions, args.seed)
+        assert isinstance(backend, LlamaCppBackend)
+        llama = backend.llama
+        counter = PrefillCounter(llama)
+        rows = []
+        for order in ("paper", "section_first"):
+            config = MemAgentConfig(
+                chunk_tokens=args.chunk_tokens,
+                memory_tokens=args.memory_tokens,
+                final_tokens=args.final_tokens,
+                section_first=order == "section_first",
+            )
+            agent = MemAgent(backend, tokenizer, config)
+            llama.reset()  # no state carried over from the other order
+            counter.computed = 0
+            started = time.perf_counter()
+            runs = await agent.run_many([q for q, _ in pairs], text)
+            wall = time.perf_counter() - started
+            scores = [  # RULER's match_all, in percent
+                score_answer(run.final_reply, [answer], kind="ruler").match_all or 0.0
+                for run, (_, answer) in zip(runs, pairs, strict=True)
+            ]
+            rows.append({
+                "order": order,
+                "document_tokens": tokenizer.count(text),
+                "questions": len(pairs),
+                "chunk_tokens": runs[0].config["chunk_tokens_used"],
+                "calls": sum(run.calls for run in runs),
+                "prompt_tokens_sent": sum(run.prompt_tokens for run in runs),
+                "prefill_tokens_computed": counter.computed,
+                "completion_tokens": sum(run.completion_tokens for run in runs),
+                "wall_seconds": round(wall, 2),
+                "accuracy": sum(scores) / len(scores) / 100,
+                "answers": [run.answer for run in runs],
+            })  # fmt: skip
+        return rows
+    finally:
+        await backend.aclose()
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    first = rows[0]
+    print(
+        f"{first['questions']} questions, one {first['document_tokens']}-token document, "
+        f"chunks of {first['chunk_tokens']} tokens"
+    )
+    print("| order | calls | prompt tokens sent | prefill computed | wall s | accuracy |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        share = row["prefill_tokens_computed"] / max(row["prompt_tokens_sent"], 1)
+        print(
+            f"| {row['order']} | {row['calls']} | {row['prompt_tokens_sent']} | "
+            f"{row['prefill_tokens_computed']} ({100 * share:.0f}%) | {row['wall_seconds']} | "
+            f"{100 * row['accuracy']:.0f}% |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokens", type=int, default=32768, help="document size in tokens")
+    parser.add_argument("--questions", type=int, default=8)
+    parser.add_argument("--chunk-tokens", type=int, default=5000)
+    parser.add_argument("--memory-tokens", type=int, default=256)
+    parser.add_argument("--final-tokens", type=int, default=64)
+    parser.add_argument("--gguf", help="GGUF model (default: the bundled SmolLM2)")
+    parser.add_argument("--n-ctx", type=int, default=None, help="window (default: 8192)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, help="also write the rows as JSON lines here")
+    args = parser.parse_args()
+    rows = asyncio.run(measure(args))
+    print_table(rows)
+    if args.out:
+        args.out.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+if __name__ == "__main__":
+    main()
