@@ -22,8 +22,11 @@ from ..errors import UsageError
 # The prompt files of the call that reads a chunk, by agent (memreread reads with MemAgent's;
 # the section-first order, --section-first, has a file of its own).
 _MEMAGENT_UPDATE = ("memagent_update", "memagent_update_section_first")
-UPDATE_PROMPTS = {"memagent": _MEMAGENT_UPDATE, "memreread": _MEMAGENT_UPDATE}
-UPDATE_PROMPTS["rememr1"] = ("rememr1_step",)
+UPDATE_PROMPTS: dict[str, tuple[str, ...]] = {
+    "memagent": _MEMAGENT_UPDATE,
+    "memreread": _MEMAGENT_UPDATE,
+    "rememr1": ("rememr1_step",),
+}
 _SECTION = "Section:\n"
 
 
