@@ -13,6 +13,11 @@
 #
 # The first round (10 samples, base model only, older prompts) is docs/results-v1.md, made from
 # results/runs/ by this script's first version.
+#
+# `adapter` cells run the adapter shipped now. When recipes/smollm2/ship.py ships another stage,
+# rename the old adapter cells' folders after the stage that made them
+# (memagent-adapter-X -> memagent-sft1k-X: they can no longer resume, the file changed) and
+# rerun: the page keeps their rows, labelled by stage (`memory adapter sft1k`), beside the new.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make install >/dev/null

@@ -125,3 +125,28 @@ def test_the_adapter_keeps_short_notes_where_the_base_model_fills_the_cap(
         updates[model] = [s["completion_tokens"] for s in steps if s["kind"] == "update"]
     assert max(updates["--adapter=memory"]) < 64
     assert max(updates["--base-model"]) == 256  # the cap
+
+
+def test_reports_name_shipped_adapters_by_their_recipe_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every shipped adapter has the same file name, so the tables name it by the recipe stage
+    that made it, the one shipped now and those it replaced (base, warm start and GRPO rows
+    stand apart); any other adapter by its file name."""
+    from longread.eval.report import agent_labels
+    from longread.llm import memory_adapter
+
+    now, before, unknown = ("sha256:" + c * 64 for c in "abc")
+    provenance = {"sha256": now, "stage": "grpo", "earlier": [{"stage": "sft1k", "sha256": before}]}
+    monkeypatch.setattr(memory_adapter, "memory_adapter_provenance", lambda: provenance)
+
+    def run(sha: str, file: str) -> tuple[Path, dict]:
+        backend = {"adapter": f"/somewhere/{file}", "adapter_sha256": sha}
+        return tmp_path, {"agent": "memagent", "agent_config": {}, "backend": backend}
+
+    runs = [run(now, ADAPTER.name), run(before, ADAPTER.name), run(unknown, "my-lora.gguf")]
+    assert agent_labels(runs) == [
+        "memagent + memory adapter grpo",
+        "memagent + memory adapter sft1k",
+        "memagent + my-lora",
+    ]

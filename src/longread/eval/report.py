@@ -14,6 +14,7 @@ from statistics import mean
 from typing import Any
 
 from ..errors import UsageError
+from ..llm.memory_adapter import memory_adapter_stage
 from .store import DONE, FAILED, RunStore, SampleResult
 
 Row = dict[str, Any]
@@ -202,8 +203,14 @@ def agent_labels(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
 
 
 def _model_agent(config: dict[str, Any]) -> str:
-    adapter = (config.get("backend") or {}).get("adapter")
-    return f"{config['agent']} + {Path(adapter).stem}" if adapter else str(config["agent"])
+    backend = config.get("backend") or {}
+    adapter = backend.get("adapter")
+    if not adapter:
+        return str(config["agent"])
+    # A memory adapter longread shipped (now or before) is named by its recipe stage: every
+    # one of them has the same file name.
+    stage = memory_adapter_stage(backend.get("adapter_sha256"))
+    return f"{config['agent']} + {f'memory adapter {stage}' if stage else Path(adapter).stem}"
 
 
 def _table(rows: list[Row]) -> list[str]:

@@ -41,6 +41,19 @@ def memory_adapter_provenance() -> dict[str, Any] | None:
     return json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
 
 
+def memory_adapter_stage(sha256: str | None) -> str | None:
+    """The recipe stage (``sft1k``, ``grpo``...) of the memory adapter with this content hash,
+    shipped now or earlier (the provenance keeps the earlier ones under ``earlier``), so a run
+    made with any of them says which; None for any other adapter."""
+    provenance = memory_adapter_provenance()
+    if not sha256 or provenance is None:
+        return None
+    if provenance["sha256"] == sha256:  # older records name the stage only in their recipe
+        return provenance.get("stage") or provenance["stages"][-1]["stage"]
+    earlier = provenance.get("earlier", [])
+    return next((record["stage"] for record in earlier if record["sha256"] == sha256), None)
+
+
 def applied_adapter(
     gguf: str | Path | None, adapter: str | Path | None, base_model: bool
 ) -> Path | str | None:
