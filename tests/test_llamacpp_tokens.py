@@ -32,7 +32,7 @@ MAX_TOKENS = 24
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[LlamaCppBackend]:
-    backend = LlamaCppBackend()
+    backend = LlamaCppBackend(base_model=True)  # the engine, not the shipped adapter's effect
     yield backend
     asyncio.run(backend.aclose())
 

@@ -48,9 +48,11 @@ def test_adapter_memory_names_the_shipped_adapter(tmp_path: Path) -> None:
     other = tmp_path / "other.gguf"
     assert BackendSettings(adapter="memory").applied_adapter() == str(ADAPTER)
     assert BackendSettings(adapter=str(other)).applied_adapter() == str(other)
-    # not yet the default (README: it misses the demo's needle); the model as released runs
-    assert BackendSettings().applied_adapter() is None
+    # the bundled model gets it by default; --base-model runs the model as released, and a
+    # model of one's own (--gguf) never gets a LoRA trained on another model's weights
+    assert BackendSettings().applied_adapter() == str(ADAPTER)
     assert BackendSettings(base_model=True).applied_adapter() is None
+    assert BackendSettings(gguf=str(tmp_path / "mine.gguf")).applied_adapter() is None
 
 
 def invoke(*args: str):

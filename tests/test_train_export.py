@@ -470,7 +470,7 @@ def agreement(model, quant: str, adapter: Path) -> dict[str, float]:
     at how many steps llama.cpp's greedy choice with the adapter differs from the base's)."""
     settings = {"quant": quant, "n_ctx": 512, "n_threads": 2}
     with_adapter = LlamaCppBackend(adapter=adapter, **settings)
-    plain = LlamaCppBackend(**settings)
+    plain = LlamaCppBackend(base_model=True, **settings)
     try:
         prompt = _chat_prompt_ids(with_adapter)
         continuation, peft_adapted, peft_base = peft_greedy(model, prompt, STEPS)
