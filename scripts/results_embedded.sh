@@ -131,8 +131,9 @@ sessions=$(wc -l < "$ROOT/invocations.jsonl")
     "($(lscpu | sed -n 's/^Model name: *//p')), no GPU. The script ran in $sessions session(s)" \
     "taking $total s of wall time in all (\`$ROOT/invocations.jsonl\`); rerunning it resumes" \
     "any unfinished cell and rewrites this page. The model is the embedded SmolLM2-135M-Instruct" \
-    "(Q8_0 via llama-cpp-python, 8192-token window): \`+ smollm2-135m-memory\` rows apply the" \
-    "shipped memory adapter (\`--adapter memory\`), the others run the model as released" \
+    "(Q8_0 via llama-cpp-python, 8192-token window): \`+ memory adapter STAGE\` rows apply a" \
+    "memory adapter longread shipped, named by the recipe stage that made it (the one shipped" \
+    "now: $(.venv/bin/python -c 'from longread.llm.memory_adapter import *; print(memory_adapter_provenance()["stage"])'), run with \`--adapter memory\`), the others run the model as released" \
     "(\`--base-model\`). The first round of results is [results-v1.md](results-v1.md)."
   echo
   [ -f docs/results_notes.md ] && cat docs/results_notes.md && echo

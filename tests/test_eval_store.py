@@ -27,6 +27,7 @@ from longread.eval.store import (
 from longread.llm import gguf as gguf_module
 from longread.llm.factory import BackendSettings
 from longread.llm.gguf import converted_path
+from longread.llm.memory_adapter import bundled_memory_adapter, memory_adapter_provenance
 
 from .eval_helpers import sample
 
@@ -350,6 +351,9 @@ def fake_gguf(path: Path) -> Path:
     return path
 
 
+ADAPTER = bundled_memory_adapter()
+
+
 def test_auto_without_a_server_records_the_bundled_model_in_the_default_quant(
     tmp_path, monkeypatch, no_server_env
 ):
@@ -366,6 +370,10 @@ def test_auto_without_a_server_records_the_bundled_model_in_the_default_quant(
         "quant": "q8_0",
         "n_ctx": 8192,
         "parallel": None,  # one call at a time
+        # the bundled model's default: its shipped memory adapter, hash and all
+        "adapter": str(ADAPTER),
+        "adapter_sha256": memory_adapter_provenance()["sha256"],
+        "adapter_scale": 1.0,
         "max_concurrency": 8,
         "tokenizer": None,
     }

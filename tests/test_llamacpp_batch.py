@@ -38,14 +38,14 @@ PARALLEL = 3
 
 @pytest.fixture(scope="module")
 def serial() -> Iterator[LlamaCppBackend]:
-    backend = LlamaCppBackend(n_ctx=WINDOW)
+    backend = LlamaCppBackend(n_ctx=WINDOW, base_model=True)  # the engine, not the adapter
     yield backend
     asyncio.run(backend.aclose())
 
 
 @pytest.fixture(scope="module")
 def batched() -> Iterator[LlamaCppBackend]:
-    backend = LlamaCppBackend(n_ctx=WINDOW, parallel=PARALLEL)
+    backend = LlamaCppBackend(n_ctx=WINDOW, parallel=PARALLEL, base_model=True)
     yield backend
     asyncio.run(backend.aclose())
 

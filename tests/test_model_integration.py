@@ -101,9 +101,11 @@ def test_ask_records_the_tokens_the_model_read_and_sampled(needle_file, tmp_path
 
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """llama-cpp-python's own OpenAI-compatible server, serving the same GGUF file."""
+    """llama-cpp-python's own OpenAI-compatible server, serving the model the embedded backend
+    runs by default: the same GGUF file with the shipped memory adapter."""
     pytest.importorskip("llama_cpp.server", reason="needs llama-cpp-python[server]")
     from longread.llm.gguf import resolve_model_file
+    from longread.llm.memory_adapter import bundled_memory_adapter
 
     port = unused_port()
     command = [
@@ -112,6 +114,8 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "llama_cpp.server",
         "--model",
         str(resolve_model_file(None, None)),
+        "--lora_path",
+        str(bundled_memory_adapter()),
         "--n_ctx",
         "8192",
         "--host",
@@ -282,7 +286,9 @@ def test_a_set_built_run_and_reported_on_the_embedded_model(tmp_path: Path) -> N
         (needle,) = samples[row["sample_id"]]["answers"]
         found.append(needle.lower() in reply.lower())  # RULER's match: anywhere in the output
         assert row["match_all"] == 100.0 * found[-1]
-    line = next(x for x in report.read_text().splitlines() if x.startswith("| 1500 | rag |"))
+    # the embedded model runs with its shipped memory adapter, and the row says so
+    label = "| 1500 | rag + memory adapter "
+    line = next(x for x in report.read_text().splitlines() if x.startswith(label))
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[2] == "2"  # n
     assert float(cells[7]) == 100.0 * sum(found) / 2  # match_all

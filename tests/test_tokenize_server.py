@@ -81,6 +81,25 @@ def test_a_failed_request_fails_the_whole_count(serve):
 
 
 @pytest.mark.parametrize("style", ["sglang", "llama.cpp"])
+def test_a_dropped_connection_is_asked_again(serve, style):
+    """A server that resets connections now and then (as llama-cpp-python's did under the
+    integration tests) costs retries, not the run: every text still gets its own count."""
+    server = serve(style)
+    texts = [t for t in TEXTS if t]
+
+    def requests_for_the_texts(drop: int) -> int:
+        with ServerTokenizer(server.url, concurrency=4) as tok:
+            tok.count("probe")
+            sent = len(server.requests)
+            server.drop = drop
+            assert tok.count_many(texts) == [len(server_ids(t)) for t in texts]
+        assert server.drop == 0
+        return len(server.requests) - sent
+
+    assert requests_for_the_texts(drop=3) == requests_for_the_texts(drop=0) + 3
+
+
+@pytest.mark.parametrize("style", ["sglang", "llama.cpp"])
 def test_chunks_are_those_of_one_request_per_paragraph_in_fewer_requests(serve, style):
     text = document(400, seed=6)
     server = serve(style)

@@ -7,6 +7,7 @@ import json
 import random
 import re
 import socket
+import struct
 import threading
 import time
 import zlib
@@ -130,6 +131,9 @@ def answer(style: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
     return 404, {"detail": "Not Found"}
 
 
+LINGER_RESET = struct.pack("ii", 1, 0)  # close with a TCP reset instead of a clean shutdown
+
+
 class FakeServer(ThreadingHTTPServer):
     """A tokenize server of one ``style`` that takes ``delay`` seconds to answer each request,
     and records the requests and the most it had in flight at once."""
@@ -146,6 +150,7 @@ class FakeServer(ThreadingHTTPServer):
         self.most_in_flight = 0
         self.lock = threading.Lock()
         self.connections: list[socket.socket] = []
+        self.drop = 0  # the next this many requests lose their connection before any answer
 
     @property
     def url(self) -> str:
@@ -179,6 +184,12 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         with self.server.lock:
             self.server.requests.append((self.path, body))
+            dropped, self.server.drop = self.server.drop > 0, max(0, self.server.drop - 1)
+        if dropped:  # a reset, as a server that closed a kept-alive connection
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RESET)
+            self.close_connection = True
+            return
+        with self.server.lock:
             self.server.in_flight += 1
             self.server.most_in_flight = max(self.server.most_in_flight, self.server.in_flight)
         time.sleep(self.server.delay)

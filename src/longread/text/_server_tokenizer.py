@@ -16,11 +16,17 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from ..errors import BackendError
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+# A request that fails on server trouble (a kept-alive connection the server dropped, a 5xx, a
+# timeout) is sent again, after 0.25, 0.5, 1 and 2 s: chunking a book sends thousands of them,
+# and one reset must not end the run.
+RETRIES = 4
 
 # Texts per request to a server that takes a list of prompts: few requests, each of a size
 # (some 25K tokens of paragraphs) any server answers quickly.
@@ -180,9 +186,9 @@ class ServerTokenizer:
     def _detect_batches(self, style: _Style) -> bool:
         """Whether a list of texts comes back as the list of what each gives alone (SGLang);
         vLLM refuses the request."""
-        try:
-            together = self._request_many(style, _PROBE_BATCH)
-            alone = [self._request(style, text) for text in _PROBE_BATCH]
+        try:  # a dropped connection is asked again: it says nothing about lists
+            together = _retried(self._request_many, style, _PROBE_BATCH)
+            alone = [_retried(self._request, style, text) for text in _PROBE_BATCH]
         except _FAILURES:
             return False
         return together == alone
@@ -191,7 +197,7 @@ class ServerTokenizer:
         # Whatever an empty text turns into is special tokens; see where they sit in the probe.
         assert self._style is not None
         try:
-            specials = self._request(self._style, "")
+            specials = _retried(self._request, self._style, "")
         except _FAILURES:
             specials = []  # some servers refuse an empty prompt; they add nothing either
         head = 0
@@ -217,9 +223,9 @@ class ServerTokenizer:
         return [self._strip(next(answers)) if text else [] for text in texts]
 
     def _call(self, request: Callable[[_Style, Any], R], style: _Style, texts: Any) -> R:
-        """``request(style, texts)``, its failures as BackendError."""
+        """``request(style, texts)``, retried on server trouble; its failures as BackendError."""
         try:
-            return request(style, texts)
+            return _retried(request, style, texts)
         except _FAILURES as error:
             raise BackendError(
                 f"tokenize request to {self.root} failed: {error}", transient=_transient(error)
@@ -247,6 +253,18 @@ class ServerTokenizer:
         if not all(_is_ids(ids) for ids in tokens):
             raise ValueError(f"unexpected answer to a batch from {style.path}")
         return tokens
+
+
+def _retried(request: Callable[[_Style, Any], R], style: _Style, texts: Any) -> R:
+    """``request(style, texts)``, sent again (``RETRIES`` times at most) while it fails on
+    server trouble; any other failure, or the last, is raised as it came."""
+    retrying = Retrying(
+        stop=stop_after_attempt(RETRIES + 1),
+        wait=wait_exponential(multiplier=0.25, max=2),
+        retry=retry_if_exception(_transient),
+        reraise=True,
+    )
+    return retrying(request, style, texts)
 
 
 def map_concurrently(work: Callable[[T], R], items: Sequence[T], limit: int) -> list[R]:
@@ -290,7 +308,7 @@ def _is_ids(tokens: Any) -> bool:
     return isinstance(tokens, list) and all(isinstance(t, int) for t in tokens)
 
 
-def _transient(error: Exception) -> bool:
+def _transient(error: BaseException) -> bool:
     """Server trouble (a lost connection, a timeout, 5xx, 408, 429) rather than a request the
     server will always refuse."""
     if isinstance(error, httpx.TransportError):
