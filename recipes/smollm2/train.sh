@@ -4,6 +4,12 @@
 # finished stage is skipped). Then recipes/smollm2/ship.py STAGE copies a stage's result into the package.
 #
 #   HOTPOTQA=path/to/hotpotqa_dev_sample100.json recipes/smollm2/train.sh
+#   STOP_AFTER=3 recipes/smollm2/train.sh    # end this session after 3 steps of the stage running
+#
+# From a fresh clone: the warm start's result (stage 1e's adapter) is committed in
+# stages/sft1e, so stages 1a-1e are skipped unless RETRAIN=1; a GRPO run that an earlier
+# session stopped and saved (snapshot.py save grpo, committed as stages/grpo-run) is restored
+# and goes on from its last step.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 make install >/dev/null
@@ -11,13 +17,20 @@ LONGREAD=${LONGREAD:-.venv/bin/longread}
 RUNS=recipes/smollm2/runs
 recipes/smollm2/build_data.sh
 stage() {  # stage NAME: train recipes/smollm2/NAME.toml into $RUNS/NAME
-  "$LONGREAD" train --config "recipes/smollm2/$1.toml" --out "$RUNS/$1"
+  "$LONGREAD" train --config "recipes/smollm2/$1.toml" --out "$RUNS/$1" \
+    ${STOP_AFTER:+--stop-after "$STOP_AFTER"}
 }
-stage sft     # 1a: oracle notes, chunks of 500 tokens (45 steps, about 50 s each)
-stage sft1k   # 1b: oracle notes, chunks of 1000 (30 steps, about 2 min each)
-stage sft1c   # 1c: needles in several wordings, evidence weighted x3 (20 steps, about 2 min each)
-stage sft1d   # 1d: the demo's noise layout too (10 steps)
-stage sft1e   # 1e: more than half the documents in the demo's layout (10 steps)
-# Stage 2 starts from stage 1e's adapter, kept in the repo so a fresh clone can go on from it.
-rm -rf recipes/smollm2/stages/sft1e && cp -r "$RUNS/sft1e/adapter" recipes/smollm2/stages/sft1e
+if [ -d recipes/smollm2/stages/sft1e ] && [ ! -d "$RUNS/sft1e" ] && [ "${RETRAIN:-0}" != 1 ]; then
+  echo "train.sh: stage 1e's adapter is committed (recipes/smollm2/stages/sft1e): the warm" \
+    "start is not run again (RETRAIN=1 runs it)"
+else
+  stage sft     # 1a: oracle notes, chunks of 500 tokens (45 steps, about 50 s each)
+  stage sft1k   # 1b: oracle notes, chunks of 1000 (30 steps, about 2 min each)
+  stage sft1c   # 1c: needles in several wordings, evidence weighted x3 (20 steps, about 2 min each)
+  stage sft1d   # 1d: the demo's noise layout too (10 steps)
+  stage sft1e   # 1e: more than half the documents in the demo's layout (10 steps)
+  # Stage 2 starts from stage 1e's adapter, kept in the repo so a fresh clone can go on from it.
+  rm -rf recipes/smollm2/stages/sft1e && cp -r "$RUNS/sft1e/adapter" recipes/smollm2/stages/sft1e
+fi
+.venv/bin/python recipes/smollm2/snapshot.py restore grpo
 stage grpo    # 2: GRPO on the agent's own rollouts (12 steps)
