@@ -117,6 +117,8 @@ report=$(mktemp)
 $LONGREAD eval report "$RUNS"/* --markdown "$report" --plot docs/results.png
 total=$(.venv/bin/python -c 'import json,sys; print(round(sum(json.loads(l)["seconds"] for l in open(sys.argv[1]))))' "$ROOT/invocations.jsonl")
 sessions=$(wc -l < "$ROOT/invocations.jsonl")
+shipped_stage=$(.venv/bin/python -c 'from longread.llm.memory_adapter import memory_adapter_provenance as shipped
+print(shipped()["stage"])')
 {
   echo "# Results on the embedded model"
   echo
@@ -133,7 +135,7 @@ sessions=$(wc -l < "$ROOT/invocations.jsonl")
     "any unfinished cell and rewrites this page. The model is the embedded SmolLM2-135M-Instruct" \
     "(Q8_0 via llama-cpp-python, 8192-token window): \`+ memory adapter STAGE\` rows apply a" \
     "memory adapter longread shipped, named by the recipe stage that made it (the one shipped" \
-    "now: $(.venv/bin/python -c 'from longread.llm.memory_adapter import *; print(memory_adapter_provenance()["stage"])'), run with \`--adapter memory\`), the others run the model as released" \
+    "now: $shipped_stage, run with \`--adapter memory\`), the others run the model as released" \
     "(\`--base-model\`). The first round of results is [results-v1.md](results-v1.md)."
   echo
   [ -f docs/results_notes.md ] && cat docs/results_notes.md && echo

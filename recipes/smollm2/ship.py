@@ -97,9 +97,7 @@ def earlier_adapters(before: dict[str, Any], now: str) -> list[dict[str, Any]]:
     it replaced, each once."""
     if not before:
         return []
-    # records written before the "stage" field: the last stage of their recipe
-    stage = before.get("stage") or before["stages"][-1]["stage"]
-    replaced = {"stage": stage, "sha256": before["sha256"], "shipped": before["shipped"]}
+    replaced = {k: before[k] for k in ("stage", "sha256", "shipped")}
     return [r for r in [replaced, *before.get("earlier", [])] if r["sha256"] != now]
 
 

@@ -48,10 +48,8 @@ def memory_adapter_stage(sha256: str | None) -> str | None:
     provenance = memory_adapter_provenance()
     if not sha256 or provenance is None:
         return None
-    if provenance["sha256"] == sha256:  # older records name the stage only in their recipe
-        return provenance.get("stage") or provenance["stages"][-1]["stage"]
-    earlier = provenance.get("earlier", [])
-    return next((record["stage"] for record in earlier if record["sha256"] == sha256), None)
+    shipped = [provenance, *provenance.get("earlier", [])]
+    return next((record["stage"] for record in shipped if record["sha256"] == sha256), None)
 
 
 def applied_adapter(
