@@ -113,6 +113,10 @@ for agent_model in memagent-adapter memagent-base rag-base full-base; do
   done
 done
 
+# The speed option left on by default (the fast exact tokenizer, issue 11) must change no row:
+# every sample of every set must read the same as with llama.cpp's own tokenizer.
+same_chunks=$(.venv/bin/python scripts/same_chunks.py "$DATA"/*.jsonl 2>/dev/null | tail -1 || true)
+
 report=$(mktemp)
 $LONGREAD eval report "$RUNS"/* --markdown "$report" --plot docs/results.png
 total=$(.venv/bin/python -c 'import json,sys; print(round(sum(json.loads(l)["seconds"] for l in open(sys.argv[1]))))' "$ROOT/invocations.jsonl")
@@ -137,6 +141,11 @@ print(shipped()["stage"])')
     "memory adapter longread shipped, named by the recipe stage that made it (the one shipped" \
     "now: $shipped_stage, run with \`--adapter memory\`), the others run the model as released" \
     "(\`--base-model\`). The first round of results is [results-v1.md](results-v1.md)."
+  echo
+  echo "The speed option on by default, fast exact tokenization (issue 11), against llama.cpp's" \
+    "own tokenizer over every sample of these sets (token ids, memagent and rag chunks):" \
+    "\`scripts/same_chunks.py\` found ${same_chunks:-nothing (it failed)}. A run whose every" \
+    "chunk and count is the same is the same run: these rows are what the slower path gives."
   echo
   [ -f docs/results_notes.md ] && cat docs/results_notes.md && echo
   echo "![accuracy against context length](results.png)"

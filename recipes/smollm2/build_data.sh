@@ -13,13 +13,27 @@
 # haystacks (RULER's essay and its noise), distractor needles (niah_multikey_1), multi-hop
 # questions. niah_single_3 (uuid values) is never trained on: it is the unseen-task check.
 #
-#   HOTPOTQA=path/to/hotpotqa_dev_sample100.json recipes/smollm2/build_data.sh
+#   HOTPOTQA=path/to/hotpotqa_dev_sample100.json recipes/smollm2/build_data.sh [grpo]
+#
+# With `grpo`, only what stage 2 reads (its training sets and heldout8k) is built.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LONGREAD=${LONGREAD:-.venv/bin/longread}
 HOTPOTQA=${HOTPOTQA:-../shared/data/hotpotqa_dev_sample100.json}
 OUT=${OUT:-recipes/smollm2/data}
 build() { [ -d "$1" ] || "$LONGREAD" data "${@:2}" --out "$1"; }
+ONLY=${1:-all}
+case "$ONLY" in all | grpo) ;; *) echo "build_data.sh: unknown set group '$ONLY' (all, grpo)" >&2; exit 2 ;; esac
+
+build "$OUT/heldout8k" ruler --task niah_single_2 --lengths 8192 --n 10 --seed 1003
+# stage 2 (GRPO): longer documents than the warm start saw, where its notes can still go wrong
+build "$OUT/grpo/niah_single_2" ruler --task niah_single_2 --lengths 5000 --n 60 --seed 1021
+build "$OUT/grpo/niah_single_1" ruler --task niah_single_1 --lengths 4000 --n 30 --seed 1024 \
+  --wording mixed --haystack noise-paragraphs
+build "$OUT/grpo/niah_multikey_1" ruler --task niah_multikey_1 --lengths 4000 --n 40 --seed 1022
+build "$OUT/grpo/hotpotqa" hotpotqa --input "$HOTPOTQA" --lengths 3000 --n 50 --seed 1023 \
+  --exclude recipes/smollm2/hotpotqa_eval_ids.txt
+[ "$ONLY" = grpo ] && exit 0
 
 # probe-sft: 3 chunks of 500 tokens
 build "$OUT/train/niah_single_2" ruler --task niah_single_2 --lengths 1300 --n 200 --seed 1001
@@ -32,7 +46,6 @@ build "$OUT/train1k/niah_single_1" ruler --task niah_single_1 --lengths 2500 --n
 build "$OUT/train1k/niah_multikey_1" ruler --task niah_multikey_1 --lengths 3000 --n 50 --seed 1013
 build "$OUT/train1k/hotpotqa" hotpotqa --input "$HOTPOTQA" --lengths 2500 --n 50 --seed 1014 \
   --exclude recipes/smollm2/hotpotqa_eval_ids.txt
-build "$OUT/heldout8k" ruler --task niah_single_2 --lengths 8192 --n 10 --seed 1003
 
 # stage 1c: the same skill in other wordings (--wording mixed: RULER's sentence, make demo's
 # key-less "The special magic number is N.", and a "secret ... of KEY" one), so the notes do not
@@ -62,10 +75,3 @@ build "$OUT/heldout8k-paragraphs" ruler --task niah_single_1 --lengths 8000 --n 
 build "$OUT/train1e/niah_single_1" ruler --task niah_single_1 --lengths 2900 --n 60 --seed 1051 \
   --wording mixed --haystack noise-paragraphs
 
-# stage 2 (GRPO): longer documents than the warm start saw, where its notes can still go wrong
-build "$OUT/grpo/niah_single_2" ruler --task niah_single_2 --lengths 5000 --n 60 --seed 1021
-build "$OUT/grpo/niah_single_1" ruler --task niah_single_1 --lengths 4000 --n 30 --seed 1024 \
-  --wording mixed --haystack noise-paragraphs
-build "$OUT/grpo/niah_multikey_1" ruler --task niah_multikey_1 --lengths 4000 --n 40 --seed 1022
-build "$OUT/grpo/hotpotqa" hotpotqa --input "$HOTPOTQA" --lengths 3000 --n 50 --seed 1023 \
-  --exclude recipes/smollm2/hotpotqa_eval_ids.txt

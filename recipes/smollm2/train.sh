@@ -15,7 +15,6 @@ cd "$(dirname "$0")/../.."
 make install >/dev/null
 LONGREAD=${LONGREAD:-.venv/bin/longread}
 RUNS=recipes/smollm2/runs
-recipes/smollm2/build_data.sh
 stage() {  # stage NAME: train recipes/smollm2/NAME.toml into $RUNS/NAME
   "$LONGREAD" train --config "recipes/smollm2/$1.toml" --out "$RUNS/$1" \
     ${STOP_AFTER:+--stop-after "$STOP_AFTER"}
@@ -23,7 +22,9 @@ stage() {  # stage NAME: train recipes/smollm2/NAME.toml into $RUNS/NAME
 if [ -d recipes/smollm2/stages/sft1e ] && [ ! -d "$RUNS/sft1e" ] && [ "${RETRAIN:-0}" != 1 ]; then
   echo "train.sh: stage 1e's adapter is committed (recipes/smollm2/stages/sft1e): the warm" \
     "start is not run again (RETRAIN=1 runs it)"
+  recipes/smollm2/build_data.sh grpo
 else
+  recipes/smollm2/build_data.sh
   stage sft     # 1a: oracle notes, chunks of 500 tokens (45 steps, about 50 s each)
   stage sft1k   # 1b: oracle notes, chunks of 1000 (30 steps, about 2 min each)
   stage sft1c   # 1c: needles in several wordings, evidence weighted x3 (20 steps, about 2 min each)
