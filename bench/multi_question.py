@@ -104,11 +104,13 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                 section_first=order == "section_first",
             )
             agent = MemAgent(backend, tokenizer, config)
+            print(f"{order}: reading ...", flush=True)  # each order takes minutes on a CPU
             llama.reset()  # no state carried over from the other order
             counter.computed = 0
             started = time.perf_counter()
             runs = await agent.run_many([q for q, _ in pairs], text)
             wall = time.perf_counter() - started
+            print(f"{order}: done in {wall:.0f} s", flush=True)
             scores = [  # RULER's match_all, in percent
                 score_answer(run.final_reply, [answer], kind="ruler").match_all or 0.0
                 for run, (_, answer) in zip(runs, pairs, strict=True)
