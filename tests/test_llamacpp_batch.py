@@ -7,6 +7,7 @@ own generation) on the same prompt: the batch must not change what a call gets.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -158,7 +159,6 @@ def test_the_adapter_is_applied_in_the_batched_path(serial: LlamaCppBackend) -> 
 
 
 @pytest.mark.model
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_bug_in_the_worker_reaches_every_caller(
     batched: LlamaCppBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -182,6 +182,36 @@ def test_a_bug_in_the_worker_reaches_every_caller(
 
 
 @pytest.mark.model
+def test_every_model_step_runs_on_one_thread(
+    serial: LlamaCppBackend, batched: LlamaCppBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama.cpp's OpenMP team belongs to the thread that decodes: once a second thread has
+    decoded, libgomp sleeps at its barriers and a step took 3-4x as long on 2 cores, so both
+    paths, however called, must decode on the one compute thread."""
+    import llama_cpp
+    import llama_cpp.llama_cpp as bindings
+
+    threads: set[int] = set()
+    decode = bindings.llama_decode
+
+    def watched(*args: Any) -> int:
+        threads.add(threading.get_ident())
+        return int(decode(*args))
+
+    monkeypatch.setattr(bindings, "llama_decode", watched)  # what Llama.eval calls
+    monkeypatch.setattr(llama_cpp, "llama_decode", watched)  # what the batch scheduler calls
+
+    async def run() -> None:
+        await asyncio.gather(*(serial.chat(m, p) for m, p in CALLS[:2]))
+        await asyncio.gather(*(batched.chat(m, p) for m, p in CALLS))
+
+    asyncio.run(run())
+    for _ in range(2):  # each in a fresh event loop, as separate `ask` runs would be
+        asyncio.run(serial.chat(*CALLS[0]))
+    assert len(threads) == 1 and threading.get_ident() not in threads
+
+
+@pytest.mark.model
 def test_closing_waits_for_a_cancelled_calls_sequence() -> None:
     backend = LlamaCppBackend(n_ctx=512, parallel=2)
 
@@ -193,7 +223,7 @@ def test_closing_waits_for_a_cancelled_calls_sequence() -> None:
         worker = scheduler._worker
         call.cancel()
         await backend.aclose()
-        assert worker is not None and not worker.is_alive()
+        assert worker is not None and worker.done()
         assert not scheduler._active and backend._llama is None
 
     asyncio.run(run())

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError, BudgetError, UsageError
+from . import compute_thread
 from .base import Completion, Message, SamplingParams
 from .gguf import SMOLLM2_CONTEXT, resolve_model_file
 from .memory_adapter import applied_adapter
@@ -143,8 +144,9 @@ class LlamaCppBackend:
             return await self._batched_chat(messages, params)
         await self._lock.acquire()
         try:
-            call = asyncio.ensure_future(
-                asyncio.to_thread(self._chat_blocking, list(messages), params)
+            # The compute thread, not asyncio.to_thread's pool: see compute_thread.
+            call = asyncio.wrap_future(
+                compute_thread.submit(self._chat_blocking, list(messages), params)
             )
         except BaseException:
             self._lock.release()
@@ -174,7 +176,7 @@ class LlamaCppBackend:
     async def _batched_chat(
         self, messages: Sequence[Message], params: SamplingParams
     ) -> Completion:
-        scheduler = self._scheduler or await asyncio.to_thread(self._start_scheduler)
+        scheduler = self._scheduler or await compute_thread.run(self._start_scheduler)
         completion: Completion = await asyncio.wrap_future(scheduler.submit(messages, params))
         completion.model = self.model_path.name
         return completion

@@ -5,7 +5,8 @@ reading every weight once), so one ``llama_decode`` that steps N sequences costs
 than one that steps a single sequence: tokens/s rise with the number of calls in flight.
 ``LlamaCppBackend(parallel=N)`` sends its calls here.
 
-One worker thread owns the context. Each round it admits waiting calls while seats are free
+One worker owns the context, run on the process's llama.cpp thread (``compute_thread``)
+while there is work. Each round it admits waiting calls while seats are free
 (rendering and prefilling each prompt alone, in ``n_batch`` chunks as the serial path does),
 then decodes one token for every active sequence in a single ``llama_decode`` and samples each
 with its own sampler chain, seed and stopping rules (``llamacpp._Stopping``). A finished or
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BackendError, BudgetError
+from . import compute_thread
 from .base import Completion, Message, SamplingParams
 from .llamacpp import (
     _chat_sampler_defaults,
@@ -93,7 +95,7 @@ class BatchScheduler:
         self._admitting: list[_Call] = []  # taken from the queue, not yet in the batch
         self._active: list[_Sequence] = []
         self._lock = threading.Lock()
-        self._worker: threading.Thread | None = None
+        self._worker: concurrent.futures.Future[None] | None = None
 
     def submit(
         self, messages: Sequence[Message], params: SamplingParams
@@ -104,11 +106,10 @@ class BatchScheduler:
         call = _Call(list(messages), params, concurrent.futures.Future())
         with self._lock:
             self._waiting.append(call)
-            # The worker lives only while there is work, so an idle backend holds no thread
-            # (and none keeps the interpreter from exiting).
+            # The worker runs only while there is work, on the process's one llama.cpp
+            # thread (compute_thread: a thread per burst made every decode step slower).
             if self._worker is None:
-                self._worker = threading.Thread(target=self._run, name="llamacpp-batch")
-                self._worker.start()
+                self._worker = compute_thread.submit(self._run)
         return call.future
 
     def close(self) -> None:
@@ -116,7 +117,7 @@ class BatchScheduler:
         with self._lock:
             worker = self._worker
         if worker is not None:
-            worker.join()
+            concurrent.futures.wait([worker])
         import llama_cpp
 
         if self._batch is not None:
