@@ -12,7 +12,6 @@ run identical to an uninterrupted one).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import threading
 import time
@@ -23,6 +22,7 @@ from typing import Any
 import torch
 
 from ..errors import BudgetError, UsageError
+from ..llm import compute_thread
 from ..llm.base import Completion, Message, SamplingParams
 
 
@@ -148,7 +148,8 @@ class PolicyBackend:
         return self._window
 
     async def chat(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
-        return await asyncio.to_thread(self._chat_locked, list(messages), params)
+        # The compute thread, where the trainer's updates run too (see compute_thread).
+        return await compute_thread.run(self._chat_locked, list(messages), params)
 
     def _chat_locked(self, messages: list[Message], params: SamplingParams) -> Completion:
         with self._lock:

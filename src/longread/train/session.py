@@ -17,6 +17,7 @@ from ..agents import make_agent
 from ..data.loaders import data_files, load_files
 from ..data.records import Sample
 from ..errors import UsageError
+from ..llm import compute_thread
 from ..text.tokenizers import HFTokenizer
 from .checkpoint import Position
 from .config import ModelSection, TrainConfig
@@ -163,7 +164,8 @@ def train(
 ) -> Position:
     """Train as ``config`` says into ``out``, resuming from its newest checkpoint."""
     if config.run.threads > 0:
-        torch.set_num_threads(config.run.threads)
+        # OpenMP's thread count is per thread: set it where torch computes (compute_thread).
+        compute_thread.call(torch.set_num_threads, config.run.threads)
     train_samples = load_data(config.data.train, "training")
     held_out = load_data(config.data.eval, "held-out") if config.data.eval else []
     if config.data.eval_limit > 0:

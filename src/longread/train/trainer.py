@@ -30,6 +30,7 @@ from ..agents import make_agent, make_config
 from ..data.records import Sample
 from ..errors import UsageError
 from ..files import write_json
+from ..llm import compute_thread
 from ..text.tokenizer import Tokenizer
 from ..trace import FORMAT_ERROR, NO_BOXED_ANSWER, Run
 from . import checkpoint, metrics
@@ -197,11 +198,16 @@ class Trainer:
         rollout_seconds = time.perf_counter() - started
         rows, dropped = self._rows(rollouts)
         clock = time.perf_counter()
-        given, ref = self._old_logprobs(rows)
+        # torch on the compute thread, where llama.cpp rollouts run too (see compute_thread).
+        given, ref = compute_thread.call(self._old_logprobs, rows)
         old_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
         old = given if given is not None else [[] for _ in rows]  # filled by the update
-        stats = self._update(rows, old, ref, fill_old=given is None) if rows else UpdateStats()
+
+        def update() -> UpdateStats:
+            return self._update(rows, old, ref, fill_old=given is None)
+
+        stats = compute_thread.call(update) if rows else UpdateStats()
         update_seconds = time.perf_counter() - clock
         self.last_rows, self.last_old_logprobs = rows, old  # for inspection and tests
         gap = _sampler_gap(rows, old) if self.config.optim.old_logprobs != "sampler" else None
@@ -221,7 +227,7 @@ class Trainer:
         rows = oracle_rows(self._oracle_agent(), self.policy, samples, evidence_weight=weight)
         prepare_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
-        loss, grad_norm = self._supervised_update(rows)
+        loss, grad_norm = compute_thread.call(self._supervised_update, rows)
         updates = [len(r.completion_ids) for r in rows if not r.is_final]
         self.last_rows = rows
         return {
