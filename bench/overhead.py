@@ -16,6 +16,7 @@ import asyncio
 import statistics
 import time
 
+from longread.llm import compute_thread
 from longread.llm.base import SamplingParams
 from longread.llm.llamacpp import LlamaCppBackend
 
@@ -40,7 +41,8 @@ def direct(llama, messages, max_tokens: int) -> tuple[int, int, float]:
 
 async def via_longread(backend, messages, max_tokens: int) -> tuple[int, int, float]:
     start = time.perf_counter()
-    completion = await backend.chat(messages, SamplingParams(max_tokens=max_tokens))
+    params = SamplingParams(max_tokens=max_tokens, temperature=0.0)  # as `direct` samples
+    completion = await backend.chat(messages, params)
     return completion.prompt_tokens, completion.completion_tokens, time.perf_counter() - start
 
 
@@ -51,7 +53,9 @@ async def measure(args) -> dict[str, dict[str, float]]:
     async def call(path: str, messages, max_tokens: int) -> tuple[int, int, float]:
         llama.reset()  # forget the KV cache: every call prefills its whole prompt
         if path == "direct":
-            return direct(llama, messages, max_tokens)
+            # On the thread longread computes on: a second thread running llama.cpp would slow
+            # both paths 2-4x (see longread.llm.compute_thread), measuring that, not overhead.
+            return compute_thread.call(direct, llama, messages, max_tokens)
         return await via_longread(backend, messages, max_tokens)
 
     rates: dict[str, dict[str, list[float]]] = {}
