@@ -2,18 +2,18 @@
 
 llama.cpp's CPU backend (built with OpenMP, as the llama-cpp-python wheel is here) runs each
 graph in an OpenMP team owned by the calling thread, and the team outlives the call; torch's
-CPU build does the same, through the same libgomp. Once more
-OpenMP threads are alive than there are CPUs, libgomp stops spinning at its barriers and
-sleeps in the kernel instead, and a decode step passes hundreds of barriers. Measured on this
-2-core machine: one decode step of SmolLM2-135M took 11 ms when every step ran on one thread,
-and 36-49 ms once another thread had run a step before (its idle team still counted), and
-36 ms after torch had multiplied matrices on the main thread. ``asyncio.to_thread`` spreads
-calls over a pool of threads, the batch scheduler used to start a thread per burst of work,
-and the trainer ran torch on the main thread between llama.cpp rollouts: all paid this.
+CPU build does the same, through the same libgomp. Once more OpenMP threads are alive than
+there are CPUs, libgomp stops spinning at its barriers and sleeps in the kernel instead, and a
+decode step passes hundreds of barriers. Measured on this 2-core machine: one decode step of
+SmolLM2-135M took 11 ms when every step ran on one thread, 36-49 ms once another thread had run
+a step before (its idle team still counted), and 36 ms after torch had multiplied matrices on
+the main thread. ``asyncio.to_thread`` spreads calls over a pool of threads, the batch
+scheduler used to start a thread per burst of work, and the trainer ran torch on the main
+thread between llama.cpp rollouts: all paid this.
 
 Running every such computation on the one thread below keeps a single team alive, whatever
-thread the caller is on. The thread is made on first use and lives as long as the process; an idle
-one costs nothing and does not keep the interpreter from exiting.
+thread the caller is on. The thread is made on first use and lives as long as the process; an
+idle one costs nothing and does not keep the interpreter from exiting.
 """
 
 from __future__ import annotations

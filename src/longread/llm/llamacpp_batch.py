@@ -5,8 +5,8 @@ reading every weight once), so one ``llama_decode`` that steps N sequences costs
 than one that steps a single sequence: tokens/s rise with the number of calls in flight.
 ``LlamaCppBackend(parallel=N)`` sends its calls here.
 
-One worker owns the context, run on the process's llama.cpp thread (``compute_thread``)
-while there is work. Each round it admits waiting calls while seats are free
+One worker owns the context, run on the process's compute thread (``compute_thread``) while
+there is work. Each round it admits waiting calls while seats are free
 (rendering and prefilling each prompt alone, in ``n_batch`` chunks as the serial path does),
 then decodes one token for every active sequence in a single ``llama_decode`` and samples each
 with its own sampler chain, seed and stopping rules (``llamacpp._Stopping``). A finished or
@@ -106,8 +106,8 @@ class BatchScheduler:
         call = _Call(list(messages), params, concurrent.futures.Future())
         with self._lock:
             self._waiting.append(call)
-            # The worker runs only while there is work, on the process's one llama.cpp
-            # thread (compute_thread: a thread per burst made every decode step slower).
+            # The worker runs only while there is work, on the process's compute thread
+            # (compute_thread: a thread per burst made every decode step slower).
             if self._worker is None:
                 self._worker = compute_thread.submit(self._run)
         return call.future
