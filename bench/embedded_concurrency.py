@@ -20,7 +20,8 @@ wall time of the level, and the factor over the same path at concurrency 1 and o
 path at concurrency 1, and the tokens generated. The model may end a call early on
 <|im_end|>; the serial path generates the same tokens at every level, the batched one nearly
 so (stepping several sequences together changes the arithmetic slightly, which can flip a
-greedy choice: 189 against 207 tokens in one run), so compare rates, which count what ran.
+greedy choice: 189 against 207 tokens in one run of an earlier decode prompt), so compare
+rates, which count what ran.
 
 All llama.cpp work runs on one thread (``longread.llm.compute_thread``). Before that, both
 paths ran 2-3x slower here, and the batched one slower than the serial one at every level.
