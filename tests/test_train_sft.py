@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,6 +16,7 @@ torch = pytest.importorskip("torch")  # the 'train' extra; `make install` always
 from longread.agents import make_agent, make_config  # noqa: E402
 from longread.agents.memagent import NO_MEMORY  # noqa: E402
 from longread.data.records import Sample  # noqa: E402
+from longread.errors import UsageError  # noqa: E402
 from longread.train.config import ModelSection, TrainConfig  # noqa: E402
 from longread.train.oracle import evidence_sentences, oracle_episode, oracle_rows  # noqa: E402
 from longread.train.policy import PolicyBackend  # noqa: E402
@@ -120,3 +123,51 @@ def test_the_sft_loss_weights_each_row_by_its_advantage(tiny_model: Path, tmp_pa
     doubled = [replace(r, advantage=2.0) for r in rows]
     weighted, _ = trainer._supervised_update(doubled)
     assert weighted == pytest.approx(2 * plain, rel=1e-5)
+
+
+def filler_sample() -> Sample:
+    """Three-plus sections of numbered filler sentences, the needle in the second half."""
+    filler = [f"Filler line {i} about the hills." for i in range(48)]
+    context = " ".join([*filler[:30], NEEDLE, *filler[30:]])
+    return Sample("f", "What is the special magic number?", context, ["4810"])
+
+
+def shown_notes(turn_messages: list, clean_messages: list, clean_notes: str) -> str:
+    """The notes an update prompt shows, cut out of it by the clean prompt around them."""
+    clean, noisy = clean_messages[0]["content"], turn_messages[0]["content"]
+    prefix, suffix = clean.split(clean_notes, 1)
+    assert noisy.startswith(prefix) and noisy.endswith(suffix)
+    return noisy[len(prefix) : len(noisy) - len(suffix)]
+
+
+def test_noisy_notes_add_earlier_filler_and_keep_the_ideal_reply(tiny_model: Path) -> None:
+    policy = load_policy(ModelSection(path=str(tiny_model), lora=False), seed=0)
+    config = make_config("memagent", chunk_tokens=250, memory_tokens=64, prompt_set="notes")
+    agent = make_agent("memagent", PolicyBackend(policy), policy_tokenizer(policy), config)
+    clean = asyncio.run(oracle_episode(agent, filler_sample()))
+    noisy = asyncio.run(oracle_episode(agent, filler_sample(), 1.0, random.Random(5)))
+    updates = [t for t in clean if t.kind == "update"]
+    assert len(updates) >= 3
+    # The ideal replies are the clean notes: noise is what the policy might have written.
+    assert [t.reply for t in noisy] == [t.reply for t in clean]
+    assert noisy[0].messages == clean[0].messages  # nothing read yet: nothing to copy
+    for index in range(1, len(updates)):
+        clean_notes = updates[index - 1].reply
+        shown = shown_notes(noisy[index].messages, clean[index].messages, clean_notes)
+        added = shown if clean_notes == NO_MEMORY else shown.replace(clean_notes, "", 1)
+        assert shown != clean_notes and (clean_notes == NO_MEMORY or clean_notes in shown)
+        sentences = [s for s in re.split(r"(?<=\.)\s+", added.strip()) if s]
+        read_before = " ".join(t.messages[0]["content"] for t in clean[:index])
+        for sentence in sentences:
+            assert sentence.startswith("Filler line") and sentence != NEEDLE
+            assert sentence in read_before  # copied from a section already read
+        assert sentences and len(sentences) <= 6
+    # no noise: exactly the clean episode
+    quiet = asyncio.run(oracle_episode(agent, filler_sample(), 0.0, random.Random(5)))
+    assert [t.messages for t in quiet] == [t.messages for t in clean]
+
+
+def test_noisy_notes_is_a_chance() -> None:
+    raw = {"data": {"train": ["x.jsonl"]}, "run": {"objective": "sft", "noisy_notes": 1.5}}
+    with pytest.raises(UsageError, match="noisy_notes"):
+        TrainConfig.from_dict(raw)

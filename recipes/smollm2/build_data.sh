@@ -74,4 +74,12 @@ build "$OUT/heldout8k-paragraphs" ruler --task niah_single_1 --lengths 8000 --n 
 # more of that layout, over half of the stage's documents (2900 tokens: ids unlike train1d's)
 build "$OUT/train1e/niah_single_1" ruler --task niah_single_1 --lengths 2900 --n 60 --seed 1051 \
   --wording mixed --haystack noise-paragraphs
+# stage 1f: noisy notes (run.noisy_notes) on longer documents, so most updates come after
+# filler could have been copied; heldout32k (not an evaluation set: seed 1006) chooses 1e or 1f
+build "$OUT/train1f/niah_single_2" ruler --task niah_single_2 --lengths 6000 --n 40 --seed 1061
+build "$OUT/train1f/niah_single_1" ruler --task niah_single_1 --lengths 6000 --n 20 --seed 1062 \
+  --wording mixed --haystack noise-paragraphs
+build "$OUT/train1f/niah_multikey_1" ruler --task niah_multikey_1 --lengths 5000 --n 20 \
+  --seed 1063
+build "$OUT/heldout32k" ruler --task niah_single_2 --lengths 32000 --n 10 --seed 1006
 

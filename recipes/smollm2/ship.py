@@ -26,7 +26,8 @@ from longread.llm.memory_adapter import MEMORY_ADAPTER_FILE, memory_adapter_prov
 RECIPE = Path(__file__).resolve().parent
 ROOT = RECIPE.parents[1]
 TARGET = ROOT / "src" / "longread" / "adapters" / MEMORY_ADAPTER_FILE
-STAGES = ("sft", "sft1k", "sft1c", "sft1d", "sft1e", "grpo")  # in the order train.sh runs them
+# in the order train.sh runs them
+STAGES = ("sft", "sft1k", "sft1c", "sft1d", "sft1e", "sft1f", "grpo")
 
 
 def main() -> None:
@@ -49,7 +50,7 @@ def main() -> None:
         "made_by": "recipes/smollm2/train.sh, then recipes/smollm2/ship.py " + stage,
         "commit": git("rev-parse", "HEAD"),
         "shipped": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "data": "recipes/smollm2/build_data.sh (training seeds 1001-1023; evaluation sets use "
+        "data": "recipes/smollm2/build_data.sh (training seeds 1001-1063; evaluation sets use "
         "seed 0; HotpotQA questions split by recipes/smollm2/hotpotqa_eval_ids.txt)",
         "training_seconds": round(sum(s["seconds"] for s in stages)),
         "stages": stages,

@@ -7,7 +7,8 @@
 #   STOP_AFTER=3 recipes/smollm2/train.sh    # end this session after 3 steps of the stage running
 #
 # From a fresh clone: the warm start's result (stage 1e's adapter) is committed in
-# stages/sft1e, so stages 1a-1e are skipped unless RETRAIN=1; a GRPO run that an earlier
+# stages/sft1e, so stages 1a-1e are skipped unless RETRAIN=1 (stage 1f likewise, in
+# stages/sft1f); a GRPO run that an earlier
 # session stopped and saved (snapshot.py save grpo, committed as stages/grpo-run) is restored
 # and goes on from its last step.
 set -euo pipefail
@@ -22,7 +23,7 @@ stage() {  # stage NAME: train recipes/smollm2/NAME.toml into $RUNS/NAME
 if [ -d recipes/smollm2/stages/sft1e ] && [ ! -d "$RUNS/sft1e" ] && [ "${RETRAIN:-0}" != 1 ]; then
   echo "train.sh: stage 1e's adapter is committed (recipes/smollm2/stages/sft1e): the warm" \
     "start is not run again (RETRAIN=1 runs it)"
-  recipes/smollm2/build_data.sh grpo
+  recipes/smollm2/build_data.sh
 else
   recipes/smollm2/build_data.sh
   stage sft     # 1a: oracle notes, chunks of 500 tokens (45 steps, about 50 s each)
@@ -32,6 +33,16 @@ else
   stage sft1e   # 1e: more than half the documents in the demo's layout (10 steps)
   # Stage 2 starts from stage 1e's adapter, kept in the repo so a fresh clone can go on from it.
   rm -rf recipes/smollm2/stages/sft1e && cp -r "$RUNS/sft1e/adapter" recipes/smollm2/stages/sft1e
+fi
+# Stage 1f: noisy notes, from stage 1e's committed adapter; its own adapter is committed in
+# stages/sft1f once the stage has run all its 12 steps.
+if [ -d recipes/smollm2/stages/sft1f ] && [ ! -d "$RUNS/sft1f" ] && [ "${RETRAIN:-0}" != 1 ]; then
+  echo "train.sh: stage 1f's adapter is committed (recipes/smollm2/stages/sft1f): not run again"
+else
+  stage sft1f   # 1f: half the updates show notes with copied filler (12 steps, about 3 min each)
+  if [ "$(wc -l <"$RUNS/sft1f/metrics.jsonl")" -ge 12 ]; then
+    rm -rf recipes/smollm2/stages/sft1f && cp -r "$RUNS/sft1f/adapter" recipes/smollm2/stages/sft1f
+  fi
 fi
 .venv/bin/python recipes/smollm2/snapshot.py restore grpo
 stage grpo    # 2: GRPO on the agent's own rollouts (12 steps)

@@ -147,6 +147,12 @@ class RunSection:
         "sft: weight of the tokens of the updates that take new evidence into the notes (the "
         "rare, hard rows: most updates only keep the notes as they are); 1 = a plain token mean",
     )
+    noisy_notes: float = option(
+        0.0,
+        "sft: chance that an update after the first shows notes with a run of filler sentences "
+        "from sections already read added, the ideal reply still the clean notes (teaches "
+        "dropping copied filler); 0 = the clean oracle episodes only",
+    )
     keep_checkpoints: int = option(2, "checkpoints kept (the newest ones)")
     threads: int = option(0, "torch CPU threads; 0 = torch's default")
 
@@ -219,6 +225,8 @@ class TrainConfig:
                 raise UsageError(f"{name} must be at least 1")
         if self.run.steps < 0:
             raise UsageError("run.steps must be 0 or more")
+        if not 0.0 <= self.run.noisy_notes <= 1.0:
+            raise UsageError("run.noisy_notes is a chance: between 0 and 1")
         if not self.data.train:
             raise UsageError("data.train is empty: name the training data files or folders")
 

@@ -7,11 +7,20 @@ final reply is the gold answer in ``\\boxed{}``. Evidence sentences are those th
 answer (a needle's sentence), or the ones a sample lists in ``meta["evidence"]`` (e.g. HotpotQA's
 supporting sentences). This is supervised data derived from the gold answer: a warm start must be
 reported as such, separately from RL (ALGORITHMS.md, issue 10).
+
+Noisy notes (``noise_rate`` > 0): an oracle episode only ever shows clean notes, but a model
+that once copies a filler sentence into its notes reads its own filler on every later call, a
+state the clean episodes never showed it; on 32K needles the shipped adapter's misses all
+started there (it kept copying filler and skipped the needle). With noise, an update's prompt
+shows the clean notes plus a run of filler sentences from sections already read, and the ideal
+reply is still the clean notes: the notes the policy might have written, and how to mend them
+(the idea of DAgger, with the policy's typical error simulated instead of sampled).
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,17 +56,34 @@ def evidence_sentences(sample: Sample) -> list[str]:
     return [s for s in sentences if s and any(g in s for g in golds)]
 
 
-async def oracle_episode(agent: MemAgent, sample: Sample) -> list[OracleTurn]:
-    """The ideal memagent run over ``sample`` with ``agent``'s chunking and prompts."""
+# Longest run of filler sentences a noisy prompt adds to the notes (the shipped adapter's
+# filler notes held 1-8 sentences before a missed needle).
+MAX_NOISE_SENTENCES = 6
+
+
+async def oracle_episode(
+    agent: MemAgent, sample: Sample, noise_rate: float = 0.0, rng: random.Random | None = None
+) -> list[OracleTurn]:
+    """The ideal memagent run over ``sample`` with ``agent``'s chunking and prompts.
+
+    With ``noise_rate`` > 0, each update after the first shows, with that chance, notes with
+    filler added (see the module docstring); ``rng`` draws it (seeded by the caller, so a
+    resumed run draws the same)."""
     prompts = agent.config.prompts
     evidence = evidence_sentences(sample)
     _, chunks = await agent.chunks(sample.question, sample.context)
+    rng = rng or random.Random(0)
     memory = NO_MEMORY
+    read: list[str] = []  # filler sentences of the sections read so far, in order
     turns = []
     for chunk in chunks:
+        shown = memory
+        if read and noise_rate > 0 and rng.random() < noise_rate:
+            shown = _with_filler(memory, read, rng)
         messages = update_messages(
-            sample.question, memory, chunk.text, prompts, section_first=agent.config.section_first
+            sample.question, shown, chunk.text, prompts, section_first=agent.config.section_first
         )
+        read += _filler(chunk.text, evidence, sample.answers)
         found = [s for s in evidence if s in chunk.text and s not in memory]
         if found:
             memory = " ".join(found) if memory == NO_MEMORY else f"{memory} {' '.join(found)}"
@@ -67,18 +93,46 @@ async def oracle_episode(agent: MemAgent, sample: Sample) -> list[OracleTurn]:
     return turns
 
 
+def _filler(text: str, evidence: Sequence[str], answers: Sequence[str]) -> list[str]:
+    """The sentences of ``text`` that are neither evidence nor hold a gold answer."""
+    golds = [g for g in answers if g.strip()]
+    sentences = (s.strip() for s in _SENTENCE_END.split(text))
+    return [
+        s
+        for s in sentences
+        if s and not any(s in e or e in s for e in evidence) and not any(g in s for g in golds)
+    ]
+
+
+def _with_filler(memory: str, read: Sequence[str], rng: random.Random) -> str:
+    """``memory`` with a run of consecutive ``read`` sentences before or after it (instead of
+    it, when the notes are still empty), as a model that copies filler writes them."""
+    count = rng.randint(1, min(MAX_NOISE_SENTENCES, len(read)))
+    start = rng.randrange(len(read) - count + 1)
+    filler = " ".join(read[start : start + count])
+    if memory == NO_MEMORY:
+        return filler
+    return f"{filler} {memory}" if rng.random() < 0.5 else f"{memory} {filler}"
+
+
 def oracle_rows(
-    agent: MemAgent, policy: Policy, samples: Sequence[Sample], evidence_weight: float = 1.0
+    agent: MemAgent,
+    policy: Policy,
+    samples: Sequence[Sample],
+    evidence_weight: float = 1.0,
+    noise_rate: float = 0.0,
+    rng: random.Random | None = None,
 ) -> list[TrainingRow]:
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
     agent's token cap (a reply the cap would cut is learnt cut, without end-of-turn). A row's
     ``advantage`` is its weight in the loss: ``evidence_weight`` for the updates that take in
-    evidence, 1 for the rest."""
+    evidence, 1 for the rest. ``noise_rate`` and ``rng``: noisy notes (``oracle_episode``)."""
     eos = policy.tokenizer.eos_token_id
+    rng = rng or random.Random(0)
     rows = []
     for sample in samples:
-        turns = asyncio.run(oracle_episode(agent, sample))
+        turns = asyncio.run(oracle_episode(agent, sample, noise_rate, rng))
         for index, turn in enumerate(turns):
             cap = agent.config.final_tokens if turn.kind == "final" else agent.config.memory_tokens
             ids = [*policy.tokenizer.encode(turn.reply, add_special_tokens=False), eos]

@@ -223,8 +223,15 @@ class Trainer:
         """A supervised step on oracle episodes (``run.objective = "sft"``): the warm start."""
         clock = time.perf_counter()
         samples = self.data.take(position, self.config.rollout.questions)
-        weight = self.config.run.evidence_weight
-        rows = oracle_rows(self._oracle_agent(), self.policy, samples, evidence_weight=weight)
+        run = self.config.run
+        rows = oracle_rows(
+            self._oracle_agent(),
+            self.policy,
+            samples,
+            evidence_weight=run.evidence_weight,
+            noise_rate=run.noisy_notes,
+            rng=random.Random(f"noisy-notes:{run.seed}:{number}"),  # the same on a resume
+        )
         prepare_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
         loss, grad_norm = compute_thread.call(self._supervised_update, rows)
