@@ -20,7 +20,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-NO_MEMORY = "No previous memory"
+from longread.agents.memagent import NO_MEMORY
+
 KEY = re.compile(r"for (\S+) mentioned in the provided text")
 
 

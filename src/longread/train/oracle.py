@@ -52,8 +52,11 @@ def evidence_sentences(sample: Sample) -> list[str]:
     if listed:
         return [str(s).strip() for s in listed if str(s).strip()]
     golds = [g for g in sample.answers if g.strip()]
-    sentences = (s.strip() for s in _SENTENCE_END.split(sample.context))
-    return [s for s in sentences if s and any(g in s for g in golds)]
+    return [s for s in _sentences(sample.context) if any(g in s for g in golds)]
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
 # Longest run of filler sentences a noisy prompt adds to the notes (the shipped adapter's
@@ -96,11 +99,10 @@ async def oracle_episode(
 def _filler(text: str, evidence: Sequence[str], answers: Sequence[str]) -> list[str]:
     """The sentences of ``text`` that are neither evidence nor hold a gold answer."""
     golds = [g for g in answers if g.strip()]
-    sentences = (s.strip() for s in _SENTENCE_END.split(text))
     return [
         s
-        for s in sentences
-        if s and not any(s in e or e in s for e in evidence) and not any(g in s for g in golds)
+        for s in _sentences(text)
+        if not any(s in e or e in s for e in evidence) and not any(g in s for g in golds)
     ]
 
 
