@@ -20,6 +20,12 @@ stage() {  # stage NAME: train recipes/smollm2/NAME.toml into $RUNS/NAME
   "$LONGREAD" train --config "recipes/smollm2/$1.toml" --out "$RUNS/$1" \
     ${STOP_AFTER:+--stop-after "$STOP_AFTER"}
 }
+finished() {  # finished NAME: has $RUNS/NAME run every step its config asks for?
+  local steps
+  steps=$(.venv/bin/python -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["run"]["steps"])' \
+    "recipes/smollm2/$1.toml")
+  [ -f "$RUNS/$1/metrics.jsonl" ] && [ "$(wc -l <"$RUNS/$1/metrics.jsonl")" -ge "$steps" ]
+}
 if [ -d recipes/smollm2/stages/sft1e ] && [ ! -d "$RUNS/sft1e" ] && [ "${RETRAIN:-0}" != 1 ]; then
   echo "train.sh: stage 1e's adapter is committed (recipes/smollm2/stages/sft1e): the warm" \
     "start is not run again (RETRAIN=1 runs it)"
@@ -40,7 +46,7 @@ if [ -d recipes/smollm2/stages/sft1f ] && [ ! -d "$RUNS/sft1f" ] && [ "${RETRAIN
   echo "train.sh: stage 1f's adapter is committed (recipes/smollm2/stages/sft1f): not run again"
 else
   stage sft1f   # 1f: half the updates show notes with copied filler (12 steps, about 3 min each)
-  if [ "$(wc -l <"$RUNS/sft1f/metrics.jsonl")" -ge 12 ]; then
+  if finished sft1f; then
     rm -rf recipes/smollm2/stages/sft1f && cp -r "$RUNS/sft1f/adapter" recipes/smollm2/stages/sft1f
   fi
 fi
