@@ -22,12 +22,13 @@ from typing import Any
 
 from longread.eval.report import load_runs
 from longread.llm.memory_adapter import MEMORY_ADAPTER_FILE, memory_adapter_provenance
+from longread.train.config import load_config
 
 RECIPE = Path(__file__).resolve().parent
 ROOT = RECIPE.parents[1]
 TARGET = ROOT / "src" / "longread" / "adapters" / MEMORY_ADAPTER_FILE
-# in the order train.sh runs them
-STAGES = ("sft", "sft1k", "sft1c", "sft1d", "sft1e", "sft1f", "grpo")
+# every stage with a config in the recipe
+STAGES = tuple(sorted(path.stem for path in RECIPE.glob("*.toml")))
 
 
 def main() -> None:
@@ -39,7 +40,7 @@ def main() -> None:
         sys.exit(f"ship.py: {run}/adapter.gguf does not exist; train the stage first")
     before = memory_adapter_provenance() or {}
     shipped = {s["stage"]: s for s in before.get("stages", [])}
-    stages = [stage_record(name, shipped) for name in STAGES[: STAGES.index(stage) + 1]]
+    stages = [stage_record(name, shipped) for name in lineage(stage)]
     TARGET.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run / "adapter.gguf", TARGET)
     provenance = {
@@ -59,6 +60,23 @@ def main() -> None:
     }
     TARGET.with_suffix(".json").write_text(json.dumps(provenance, indent=2) + "\n")
     print(f"shipped {run / 'adapter.gguf'} as {TARGET} ({provenance['training_seconds']} s)")
+
+
+def lineage(stage: str) -> list[str]:
+    """The stages that made ``stage``'s adapter, first to last: each config's ``model.adapter``
+    (``runs/NAME/adapter`` or ``stages/NAME``) names the stage it went on from."""
+    chain = [stage]
+    while parent := parent_stage(chain[0]):
+        chain.insert(0, parent)
+    return chain
+
+
+def parent_stage(stage: str) -> str | None:
+    adapter = load_config(RECIPE / f"{stage}.toml").model.adapter
+    if not adapter:
+        return None
+    parts = Path(adapter).relative_to(RECIPE).parts
+    return parts[1] if parts[0] in ("runs", "stages") else None
 
 
 def stage_record(name: str, shipped: dict[str, dict[str, Any]]) -> dict[str, Any]:
