@@ -18,7 +18,12 @@ from longread.agents.memagent import NO_MEMORY  # noqa: E402
 from longread.data.records import Sample  # noqa: E402
 from longread.errors import UsageError  # noqa: E402
 from longread.train.config import ModelSection, TrainConfig  # noqa: E402
-from longread.train.oracle import evidence_sentences, oracle_episode, oracle_rows  # noqa: E402
+from longread.train.oracle import (  # noqa: E402
+    evidence_sentences,
+    false_claim,
+    oracle_episode,
+    oracle_rows,
+)
 from longread.train.policy import PolicyBackend  # noqa: E402
 from longread.train.session import load_policy, policy_tokenizer  # noqa: E402
 from longread.train.trainer import METRICS_FILE  # noqa: E402
@@ -167,7 +172,41 @@ def test_noisy_notes_add_earlier_filler_and_keep_the_ideal_reply(tiny_model: Pat
     assert [t.messages for t in quiet] == [t.messages for t in clean]
 
 
-def test_noisy_notes_is_a_chance() -> None:
-    raw = {"data": {"train": ["x.jsonl"]}, "run": {"objective": "sft", "noisy_notes": 1.5}}
-    with pytest.raises(UsageError, match="noisy_notes"):
+@pytest.mark.parametrize("option", ["noisy_notes", "false_claims"])
+def test_noise_options_are_chances(option: str) -> None:
+    raw = {"data": {"train": ["x.jsonl"]}, "run": {"objective": "sft", option: 1.5}}
+    with pytest.raises(UsageError, match=option):
         TrainConfig.from_dict(raw)
+
+
+def test_a_false_claim_answers_in_the_questions_words_with_a_wrong_value() -> None:
+    rng = random.Random(3)
+    question = "What is the special magic number for damp-chair mentioned in the provided text?"
+    claims = [false_claim(question, ["4405858"], rng) for _ in range(40)]
+    prefix = "The special magic number for damp-chair mentioned in the provided text is "
+    values = [c.removeprefix(prefix).removesuffix(".") for c in claims]
+    assert all(c.startswith(prefix) for c in claims)
+    assert all(v.isdigit() and v != "4405858" for v in values)
+    assert {len(v) for v in values} >= {7, 1}  # the gold's length, and small made-up numbers
+    other = false_claim("Who directed Flyboys?", ["Tony Bill"], rng)
+    assert other.startswith("The answer is ") and "Tony Bill" not in other
+
+
+def test_false_claims_show_a_made_up_answer_and_keep_the_ideal_reply(tiny_model: Path) -> None:
+    policy = load_policy(ModelSection(path=str(tiny_model), lora=False), seed=0)
+    config = make_config("memagent", chunk_tokens=250, memory_tokens=64, prompt_set="notes")
+    agent = make_agent("memagent", PolicyBackend(policy), policy_tokenizer(policy), config)
+    clean = asyncio.run(oracle_episode(agent, filler_sample()))
+    claimed = asyncio.run(
+        oracle_episode(agent, filler_sample(), 0.0, random.Random(5), claim_rate=1.0)
+    )
+    updates = [t for t in clean if t.kind == "update"]
+    # the ideal replies drop the claim: an answer the document has not given is not kept
+    assert [t.reply for t in claimed] == [t.reply for t in clean]
+    assert claimed[0].messages == clean[0].messages
+    for index in range(1, len(updates)):
+        clean_notes = updates[index - 1].reply
+        shown = shown_notes(claimed[index].messages, clean[index].messages, clean_notes)
+        claim = shown if clean_notes == NO_MEMORY else shown.replace(clean_notes, "", 1).strip()
+        assert re.fullmatch(r"The special magic number is \d+\.", claim)
+        assert claim != NEEDLE

@@ -153,6 +153,12 @@ class RunSection:
         "from sections already read added, the ideal reply still the clean notes (teaches "
         "dropping copied filler); 0 = the clean oracle episodes only",
     )
+    false_claims: float = option(
+        0.0,
+        "sft: chance that an update after the first shows notes with a made-up answer added "
+        "(the question's words with a wrong value), the ideal reply still the clean notes "
+        "(teaches dropping answers the document has not given); 0 = never",
+    )
     keep_checkpoints: int = option(2, "checkpoints kept (the newest ones)")
     threads: int = option(0, "torch CPU threads; 0 = torch's default")
 
@@ -225,8 +231,12 @@ class TrainConfig:
                 raise UsageError(f"{name} must be at least 1")
         if self.run.steps < 0:
             raise UsageError("run.steps must be 0 or more")
-        if not 0.0 <= self.run.noisy_notes <= 1.0:
-            raise UsageError("run.noisy_notes is a chance: between 0 and 1")
+        for name, chance in (
+            ("run.noisy_notes", self.run.noisy_notes),
+            ("run.false_claims", self.run.false_claims),
+        ):
+            if not 0.0 <= chance <= 1.0:
+                raise UsageError(f"{name} is a chance: between 0 and 1")
         if not self.data.train:
             raise UsageError("data.train is empty: name the training data files or folders")
 

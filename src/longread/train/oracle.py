@@ -15,6 +15,12 @@ started there (it kept copying filler and skipped the needle). With noise, an up
 shows the clean notes plus a run of filler sentences from sections already read, and the ideal
 reply is still the clean notes: the notes the policy might have written, and how to mend them
 (the idea of DAgger, with the policy's typical error simulated instead of sampled).
+
+False claims (``claim_rate`` > 0): the other state the adapters were seen to fail from. Before
+any evidence comes, a model may write a made-up answer into its notes ("The special magic
+number mentioned in the document is 11.") and keep it when the needle comes. With claims, an
+update's prompt shows such a claim (the question's words with a wrong value) among the notes,
+and the ideal reply is still the clean notes: an answer the document has not given is dropped.
 """
 
 from __future__ import annotations
@@ -65,13 +71,18 @@ MAX_NOISE_SENTENCES = 6
 
 
 async def oracle_episode(
-    agent: MemAgent, sample: Sample, noise_rate: float = 0.0, rng: random.Random | None = None
+    agent: MemAgent,
+    sample: Sample,
+    noise_rate: float = 0.0,
+    rng: random.Random | None = None,
+    claim_rate: float = 0.0,
 ) -> list[OracleTurn]:
     """The ideal memagent run over ``sample`` with ``agent``'s chunking and prompts.
 
     With ``noise_rate`` > 0, each update after the first shows, with that chance, notes with
-    filler added (see the module docstring); ``rng`` draws it (seeded by the caller, so a
-    resumed run draws the same)."""
+    filler added; with ``claim_rate`` > 0, likewise notes with a false claim added (see the
+    module docstring); ``rng`` draws both (seeded by the caller, so a resumed run draws the
+    same)."""
     prompts = agent.config.prompts
     evidence = evidence_sentences(sample)
     _, chunks = await agent.chunks(sample.question, sample.context)
@@ -83,6 +94,8 @@ async def oracle_episode(
         shown = memory
         if read and noise_rate > 0 and rng.random() < noise_rate:
             shown = _with_filler(memory, read, rng)
+        if read and claim_rate > 0 and rng.random() < claim_rate:
+            shown = _with_claim(shown, false_claim(sample.question, sample.answers, rng), rng)
         messages = update_messages(
             sample.question, shown, chunk.text, prompts, section_first=agent.config.section_first
         )
@@ -117,6 +130,47 @@ def _with_filler(memory: str, read: Sequence[str], rng: random.Random) -> str:
     return f"{filler} {memory}" if rng.random() < 0.5 else f"{memory} {filler}"
 
 
+# "What is the special magic number for X mentioned in the provided text?" -> its subject
+_WHAT_IS = re.compile(r"^what (?P<verb>is|are|was|were) (?P<subject>.+?)\s*\?*$", re.IGNORECASE)
+
+
+def false_claim(question: str, answers: Sequence[str], rng: random.Random) -> str:
+    """A made-up answer to ``question``, as a model writes one before the evidence: the
+    question's words with a value that is not a gold answer ("The special magic number for X
+    mentioned in the provided text is 11."), or "The answer is ..." for other questions."""
+    wrong = _wrong_value(answers, rng)
+    match = _WHAT_IS.match(question.strip())
+    if not match:
+        return f"The answer is {wrong}."
+    subject = match["subject"]
+    return f"{subject[0].upper()}{subject[1:]} {match['verb']} {wrong}."
+
+
+def _wrong_value(answers: Sequence[str], rng: random.Random) -> str:
+    """A number (of the gold's length, or a small one as models often make up) for a
+    numeric gold, else a short word; never a gold answer."""
+    golds = {a.strip() for a in answers}
+    gold = _shortest(answers).strip()
+    while True:
+        if gold.isdigit():
+            digits = len(gold) if rng.random() < 0.5 else rng.randint(1, 2)
+            value = str(rng.randrange(10 ** (digits - 1), 10**digits))
+        else:
+            value = rng.choice(_MADE_UP_WORDS)
+        if value not in golds:
+            return value
+
+
+_MADE_UP_WORDS = ("yes", "no", "unknown", "John Smith", "London", "1990", "the United States")
+
+
+def _with_claim(memory: str, claim: str, rng: random.Random) -> str:
+    """``memory`` with ``claim`` before or after it (instead of it, when still empty)."""
+    if memory == NO_MEMORY:
+        return claim
+    return f"{claim} {memory}" if rng.random() < 0.5 else f"{memory} {claim}"
+
+
 def oracle_rows(
     agent: MemAgent,
     policy: Policy,
@@ -124,17 +178,19 @@ def oracle_rows(
     evidence_weight: float = 1.0,
     noise_rate: float = 0.0,
     rng: random.Random | None = None,
+    claim_rate: float = 0.0,
 ) -> list[TrainingRow]:
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
     agent's token cap (a reply the cap would cut is learnt cut, without end-of-turn). A row's
     ``advantage`` is its weight in the loss: ``evidence_weight`` for the updates that take in
-    evidence, 1 for the rest. ``noise_rate`` and ``rng``: noisy notes (``oracle_episode``)."""
+    evidence, 1 for the rest. ``noise_rate``, ``claim_rate`` and ``rng``: noisy notes and false
+    claims (``oracle_episode``)."""
     eos = policy.tokenizer.eos_token_id
     rng = rng or random.Random(0)
     rows = []
     for sample in samples:
-        turns = asyncio.run(oracle_episode(agent, sample, noise_rate, rng))
+        turns = asyncio.run(oracle_episode(agent, sample, noise_rate, rng, claim_rate))
         for index, turn in enumerate(turns):
             cap = agent.config.final_tokens if turn.kind == "final" else agent.config.memory_tokens
             ids = [*policy.tokenizer.encode(turn.reply, add_special_tokens=False), eos]

@@ -231,6 +231,7 @@ class Trainer:
             evidence_weight=run.evidence_weight,
             noise_rate=run.noisy_notes,
             rng=random.Random(f"noisy-notes:{run.seed}:{number}"),  # the same on a resume
+            claim_rate=run.false_claims,
         )
         prepare_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
