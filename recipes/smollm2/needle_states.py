@@ -3,11 +3,13 @@
     .venv/bin/python recipes/smollm2/needle_states.py RUN_FOLDER [RUN_FOLDER ...]
     (e.g. results/v2/runs/memagent-adapter-ruler_niah_single_2-32768)
 
-For every sample of an `eval run` folder: were the notes still empty ("No previous memory")
-when the section holding the needle came, did that update write the needle's key down, was
-the key still in the final notes, and was the answer right. The counts say whether misses
-come from notes that drop the needle later or from notes that never take it in (and in what
-state the notes were then). Needles whose question names a key (niah_single_2/3) only.
+For every sample of an `eval run` folder: in what state were the notes when the section holding
+the needle came (still empty, "No previous memory"; holding a made-up answer, a sentence about
+the "number" with a value that is not the needle's; or holding filler), did that update write
+the needle's value down, was it still in the final notes. The counts say whether misses come
+from notes that drop the needle later or from notes that never take it in, and from which
+state. The needle's value is the sample's gold answer, read from the run's data (config.json);
+number needles (RULER's niah tasks) only.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from collections import Counter
 from pathlib import Path
 
 from longread.agents.memagent import NO_MEMORY
+from longread.data.loaders import data_files, load_files
 
-KEY = re.compile(r"for (\S+) mentioned in the provided text")
+# a sentence that gives "the ... number" a value: a made-up answer when it is not the gold's
+CLAIM = re.compile(r"number[^.]*?\b(\d+)\b")
 
 
 def notes_shown(prompt: str) -> str:
@@ -30,20 +34,24 @@ def notes_shown(prompt: str) -> str:
     return prompt.split("Memory:", 1)[1].split("Section:", 1)[0].strip()
 
 
-def sample_states(trace: dict) -> dict[str, object] | None:
-    """The needle's story in one trace, or None when its question names no key."""
+def notes_state(notes: str, gold: str) -> str:
+    if notes == NO_MEMORY:
+        return "empty notes"
+    if any(value != gold for value in CLAIM.findall(notes)):
+        return "notes with a made-up answer"
+    return "notes with filler"
+
+
+def sample_states(trace: dict, gold: str) -> dict[str, object] | None:
+    """The needle's story in one trace, or None when no section holds ``gold``."""
     updates = [s for s in trace["steps"] if s["kind"] == "update"]
-    match = KEY.search(updates[0]["messages"][0]["content"]) if updates else None
-    if not match:
-        return None
-    key = match.group(1)
     for index, step in enumerate(updates):
         prompt = step["messages"][0]["content"]
-        if key in prompt.split("Section:", 1)[1]:
+        if gold in prompt.split("Section:", 1)[1]:
             return {
-                "clean": notes_shown(prompt) == NO_MEMORY,
-                "written": key in step["reply"],
-                "kept": key in updates[-1]["reply"],
+                "state": notes_state(notes_shown(prompt), gold),
+                "written": gold in step["reply"],
+                "kept": gold in updates[-1]["reply"],
                 "section": index,
                 "sections": len(updates),
             }
@@ -57,16 +65,19 @@ def main() -> None:
         if not (run / "results.sqlite").is_file():
             sys.exit(f"needle_states.py: {run} is not an eval run folder (no results.sqlite)")
         counts: Counter[str] = Counter()
+        data = json.loads((run / "config.json").read_text())["data"]
+        files = data_files(data) if Path(data).is_dir() else [Path(data)]
+        golds = {sample.id: sample.answers[0] for sample in load_files(files)}
         with sqlite3.connect(run / "results.sqlite") as db:
             rows = db.execute("select sample_id, score from results where status = 'done'")
             for sample_id, score in rows.fetchall():
                 trace = json.loads((run / "traces" / f"{sample_id}.json").read_text())
-                states = sample_states(trace)
+                states = sample_states(trace, golds[sample_id])
                 if states is None:
                     continue
                 right = bool(json.loads(score).get("sub_em"))
-                notes = "empty notes" if states["clean"] else "notes with filler"
-                counts[f"{notes}: needle {'written' if states['written'] else 'skipped'}"] += 1
+                written = "written" if states["written"] else "skipped"
+                counts[f"{states['state']}: needle {written}"] += 1
                 if states["written"] and not states["kept"]:
                     counts["needle written, then dropped"] += 1
                 counts["right" if right else "wrong"] += 1
