@@ -22,8 +22,8 @@ stage() {  # stage NAME: train recipes/smollm2/NAME.toml into $RUNS/NAME
 }
 finished() {  # finished NAME: has $RUNS/NAME run every step its config asks for?
   local steps
-  steps=$(.venv/bin/python -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["run"]["steps"])' \
-    "recipes/smollm2/$1.toml")
+  steps=$(.venv/bin/python -c 'import sys; from longread.train.config import load_config
+print(load_config(sys.argv[1]).run.steps)' "recipes/smollm2/$1.toml")
   [ -f "$RUNS/$1/metrics.jsonl" ] && [ "$(wc -l <"$RUNS/$1/metrics.jsonl")" -ge "$steps" ]
 }
 if [ -d recipes/smollm2/stages/sft1e ] && [ ! -d "$RUNS/sft1e" ] && [ "${RETRAIN:-0}" != 1 ]; then
