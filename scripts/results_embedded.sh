@@ -81,9 +81,12 @@ if [ "$CELLS" = all ] || [ "$CELLS" = adapter ]; then
   cell memagent adapter ruler_niah_single_2 32768
 fi
 if [ "$CELLS" = all ] || [ "$CELLS" = base ]; then
-  for set in "${SETS[@]}"; do
-    for length in "${LENGTHS[@]}"; do cell memagent base "$set" "$length"; done
+  # Shortest lengths first, the two trained tasks before the untrained one: an interrupted run
+  # leaves the cells the targets compare against (base at 8K on both tasks) done first.
+  for length in "${LENGTHS[@]}"; do
+    for set in ruler_niah_single_2 hotpotqa; do cell memagent base "$set" "$length"; done
   done
+  for length in "${LENGTHS[@]}"; do cell memagent base ruler_niah_single_3 "$length"; done
 fi
 if [ "$CELLS" = all ] || [ "$CELLS" = baselines ]; then
   for agent in rag full; do

@@ -6,10 +6,11 @@
 For every sample of an `eval run` folder: in what state were the notes when the section holding
 the needle came (still empty, "No previous memory"; holding a made-up answer, a sentence about
 the "number" with a value that is not the needle's; or holding filler), did that update write
-the needle's value down, was it still in the final notes. The counts say whether misses come
-from notes that drop the needle later or from notes that never take it in, and from which
-state. The needle's value is the sample's gold answer, read from the run's data (config.json);
-number needles (RULER's niah tasks) only.
+the needle's value down (exactly, as a near-copy, or not at all), was it still in the final
+notes. The counts say whether misses come from notes that drop the needle later, from notes
+that never take it in, or from a value copied wrong, and from which state. The needle's value is
+the sample's gold answer, read from the run's data (config.json); RULER's niah tasks only (the
+made-up answer check reads number needles).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 import sqlite3
 import sys
 from collections import Counter
+from difflib import SequenceMatcher
 from pathlib import Path
 
 from longread.agents.memagent import NO_MEMORY
@@ -27,6 +29,10 @@ from longread.data.loaders import data_files, load_files
 
 # a sentence that gives "the ... number" a value: a made-up answer when it is not the gold's
 CLAIM = re.compile(r"number[^.]*?\b(\d+)\b")
+# a word of digits, hex and dashes: where a copied number or uuid would be
+VALUE = re.compile(r"[0-9A-Za-z][0-9A-Za-z-]*[0-9A-Za-z]")
+# how alike a written value must be to the needle's to count as a copy gone wrong
+NEAR_COPY = 0.8
 
 
 def notes_shown(prompt: str) -> str:
@@ -42,6 +48,16 @@ def notes_state(notes: str, gold: str) -> str:
     return "notes with filler"
 
 
+def how_written(reply: str, gold: str) -> str:
+    """'written' when the reply holds ``gold``, 'miscopied' when it holds a value nearly the same
+    (a dropped, doubled or changed character or two, as the model does with long uuids),
+    else 'skipped'."""
+    if gold in reply:
+        return "written"
+    near = (SequenceMatcher(None, word, gold).ratio() for word in VALUE.findall(reply))
+    return "miscopied" if max(near, default=0.0) >= NEAR_COPY else "skipped"
+
+
 def sample_states(trace: dict, gold: str) -> dict[str, object] | None:
     """The needle's story in one trace, or None when no section holds ``gold``."""
     updates = [s for s in trace["steps"] if s["kind"] == "update"]
@@ -50,7 +66,7 @@ def sample_states(trace: dict, gold: str) -> dict[str, object] | None:
         if gold in prompt.split("Section:", 1)[1]:
             return {
                 "state": notes_state(notes_shown(prompt), gold),
-                "written": gold in step["reply"],
+                "written": how_written(step["reply"], gold),
                 "kept": gold in updates[-1]["reply"],
                 "section": index,
                 "sections": len(updates),
@@ -76,9 +92,8 @@ def main() -> None:
                 if states is None:
                     continue
                 right = bool(json.loads(score).get("sub_em"))
-                written = "written" if states["written"] else "skipped"
-                counts[f"{states['state']}: needle {written}"] += 1
-                if states["written"] and not states["kept"]:
+                counts[f"{states['state']}: needle {states['written']}"] += 1
+                if states["written"] == "written" and not states["kept"]:
                     counts["needle written, then dropped"] += 1
                 counts["right" if right else "wrong"] += 1
         print(f"{run}:")
