@@ -52,13 +52,25 @@ sets() {  # build every set once, seed 0 (training sets use seeds from 1001)
     $LONGREAD data hotpotqa --input "$HOTPOTQA" --lengths "$csv" --n "$N" --seed 0 --out "$DATA"
 }
 
+complete() {  # complete RUN_DIR DATA: every sample of DATA is done in RUN_DIR
+  [ -f "$1/results.sqlite" ] && .venv/bin/python - "$1/results.sqlite" "$2" <<'PY'
+import sqlite3, sys
+done = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True).execute(
+    "select count(*) from results where status = 'done'").fetchone()[0]
+sys.exit(0 if done >= sum(1 for line in open(sys.argv[2]) if line.strip()) else 1)
+PY
+}
+
 cell() {  # cell AGENT MODEL SET LENGTH; MODEL: adapter (--adapter memory) or base (--base-model)
   local agent=$1 model=$2 set=$3 length=$4 flags=()
+  local out="$RUNS/$agent-$model-$set-$length" data="$DATA/${set}_${length}.jsonl"
+  # A finished cell is left as it is: resuming it would load the model for nothing and add an
+  # empty session to the run's records.
+  if complete "$out" "$data"; then echo "$out: complete"; return; fi
   [ "$agent" = memagent ] && flags+=("${MEMAGENT_FLAGS[@]}")
   [ "$model" = base ] && flags+=(--base-model)
   [ "$model" = adapter ] && flags+=(--adapter memory)
-  $LONGREAD eval run --data "$DATA/${set}_${length}.jsonl" --agent "$agent" "${flags[@]}" \
-    --out "$RUNS/$agent-$model-$set-$length" --concurrency 1
+  $LONGREAD eval run --data "$data" --agent "$agent" "${flags[@]}" --out "$out" --concurrency 1
 }
 
 start=$(date +%s)
@@ -98,14 +110,6 @@ fi
 trap - EXIT
 record_session
 
-complete() {  # complete RUN_DIR DATA: every sample of DATA is done in RUN_DIR
-  [ -f "$1/results.sqlite" ] && .venv/bin/python - "$1/results.sqlite" "$2" <<'PY'
-import sqlite3, sys
-done = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True).execute(
-    "select count(*) from results where status = 'done'").fetchone()[0]
-sys.exit(0 if done >= sum(1 for line in open(sys.argv[2]) if line.strip()) else 1)
-PY
-}
 missing=0
 for agent_model in memagent-adapter memagent-base rag-base full-base; do
   for set in "${SETS[@]}"; do
