@@ -5,9 +5,10 @@
 # adapter was never trained on) at 2K, 8K and 16K tokens, and memagent with the adapter at 32K.
 # N samples per cell (default 20). Many hours on 2 CPU cores; every run is resumable, so rerun
 # this script after an interruption and it carries on where it stopped. Cells run in order of
-# importance (the adapter's first, then the base model's, then the baselines'); CELLS=adapter
-# (or base, or baselines) runs one group only; CELLS=none only rewrites the page from the runs
-# made so far (a page written before every cell has run says so at the top).
+# importance (the adapter's first, then the base model's and the baselines' on the trained tasks,
+# then theirs on the untrained one); CELLS=adapter (or base, or baselines) runs one group only;
+# CELLS=none only rewrites the page from the runs made so far (a page written before every cell
+# has run says so at the top).
 #
 #   HOTPOTQA=path/to/hotpotqa_dev_sample100.json scripts/results_embedded.sh
 #
@@ -86,27 +87,35 @@ mkdir -p "$ROOT"
 sets
 trap record_session EXIT
 SETS=(ruler_niah_single_2 hotpotqa ruler_niah_single_3)
-if [ "$CELLS" = all ] || [ "$CELLS" = adapter ]; then
+TRAINED=(ruler_niah_single_2 hotpotqa)  # the tasks the adapter trained on
+want() { [ "$CELLS" = all ] || [ "$CELLS" = "$1" ]; }
+baselines() {  # baselines SET...: full and rag, the target's comparison (full) first
+  local set length agent
+  for set in "$@"; do
+    for length in "${LENGTHS[@]}"; do
+      for agent in full rag; do cell "$agent" base "$set" "$length"; done
+    done
+  done
+}
+if want adapter; then
   for set in "${SETS[@]}"; do
     for length in "${LENGTHS[@]}"; do cell memagent adapter "$set" "$length"; done
   done
   cell memagent adapter ruler_niah_single_2 32768
 fi
-if [ "$CELLS" = all ] || [ "$CELLS" = base ]; then
-  # Shortest lengths first, the two trained tasks before the untrained one: an interrupted run
-  # leaves the cells the targets compare against (base at 8K on both tasks) done first.
+# The cells the targets compare against come before the untrained task's: the base model at
+# each length on both trained tasks (shortest first), then full and rag on them; an interrupted
+# run leaves those done first.
+if want base; then
   for length in "${LENGTHS[@]}"; do
-    for set in ruler_niah_single_2 hotpotqa; do cell memagent base "$set" "$length"; done
+    for set in "${TRAINED[@]}"; do cell memagent base "$set" "$length"; done
   done
+fi
+want baselines && baselines "${TRAINED[@]}"
+if want base; then
   for length in "${LENGTHS[@]}"; do cell memagent base ruler_niah_single_3 "$length"; done
 fi
-if [ "$CELLS" = all ] || [ "$CELLS" = baselines ]; then
-  for agent in rag full; do
-    for set in "${SETS[@]}"; do
-      for length in "${LENGTHS[@]}"; do cell "$agent" base "$set" "$length"; done
-    done
-  done
-fi
+want baselines && baselines ruler_niah_single_3
 trap - EXIT
 record_session
 
