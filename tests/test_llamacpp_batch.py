@@ -153,9 +153,15 @@ def test_the_adapter_is_applied_in_the_batched_path(serial: LlamaCppBackend) -> 
         asyncio.run(with_adapter.aclose())
         asyncio.run(batched_adapter.aclose())
     assert want.logprobs != pytest.approx(base.logprobs, abs=1e-3)  # the adapter changes it
+    # With the adapter, batched decode steps (two sequences a step) are not bit-identical to
+    # serial ones on AVX-512 machines: llama.cpp picks other kernels for the LoRA matmuls by
+    # batch size (seen: 0.04 apart, where the base model's logprobs are 0.83 from the
+    # adapter's). So: the same tokens, and ten times closer to the adapter's than the base is
+    # (over the shorter reply: the base model's may be another length).
+    adapter_effect = max(abs(a - b) for a, b in zip(want.logprobs, base.logprobs, strict=False))
     for completion in (have, again):
         assert completion.token_ids == want.token_ids
-        assert completion.logprobs == pytest.approx(want.logprobs, abs=1e-4)
+        assert completion.logprobs == pytest.approx(want.logprobs, abs=adapter_effect / 10)
 
 
 @pytest.mark.model
