@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -446,6 +447,94 @@ async def test_discover_tolerates_missing_model_list_when_model_is_known(
     async with make_backend(server) as backend:  # /v1/models answers 404
         await backend.discover()
         assert (backend.model, backend.context_window) == ("test-model", None)
+
+
+@pytest.fixture
+def warned(caplog: pytest.LogCaptureFixture) -> Iterator[Callable[[], list[str]]]:
+    """``warned()``: the warnings longread has logged so far in the test. The handler sits on
+    the ``longread`` logger itself: an in-process CLI run earlier in the session stops that
+    logger propagating to the root, where caplog listens."""
+    logger = logging.getLogger("longread")
+    logger.addHandler(caplog.handler)
+
+    def warnings() -> list[str]:
+        # A propagating logger hands each record to the handler twice: count it once.
+        records = {id(r): r for r in caplog.records if r.levelno == logging.WARNING}
+        return [r.getMessage() for r in records.values()]
+
+    try:
+        yield warnings
+    finally:
+        logger.removeHandler(caplog.handler)
+
+
+TRUNCATED_MODELS = json.dumps(models_body("test-model", max_model_len=4096))[:40]
+
+
+async def test_a_truncated_model_list_is_asked_for_again(
+    server: FakeOpenAIServer, sleeps: list[float], warned: Callable[[], list[str]]
+) -> None:
+    """A 200 whose JSON is cut short (a proxy, a server under strain) is retried as a chat
+    reply is: the window it then reports is the one prompts are checked against."""
+    server.script(
+        MODELS,
+        Reply(body=TRUNCATED_MODELS),
+        Reply(body=models_body("test-model", max_model_len=4096)),
+    )
+    async with make_backend(server) as backend:
+        await backend.discover()
+        assert backend.context_window == 4096
+    assert len(server.requests_to(MODELS)) == 2
+    assert len(sleeps) == 1  # one backoff wait, as for a chat reply
+    assert warned() == []
+
+
+async def test_a_model_list_that_never_parses_warns_once_naming_the_flag(
+    server: FakeOpenAIServer, sleeps: list[float], warned: Callable[[], list[str]]
+) -> None:
+    server.always(MODELS, Reply(body=TRUNCATED_MODELS))
+    server.always(CHAT, Reply(body=completion_body()))
+    async with make_backend(server, max_retries=2) as backend:
+        await backend.discover()
+        await backend.discover()  # discovery is done once: no second warning
+        assert backend.context_window is None
+        assert (await chat(backend)).text == "hello"  # the run goes on, warned
+    assert len(server.requests_to(MODELS)) == 3  # the --retries policy: 1 + 2 retries
+    (warning,) = warned()
+    assert "context window" in warning and "unknown" in warning
+    assert "--context-window" in warning and "not valid JSON" in warning
+
+
+async def test_a_model_list_without_a_window_warns(
+    server: FakeOpenAIServer, warned: Callable[[], list[str]]
+) -> None:
+    server.script(MODELS, Reply(body=models_body("test-model")))  # OpenAI's cards: no length
+    async with make_backend(server) as backend:
+        await backend.discover()
+    (warning,) = warned()
+    assert "--context-window" in warning
+
+
+async def test_a_given_window_needs_no_warning(
+    server: FakeOpenAIServer, sleeps: list[float], warned: Callable[[], list[str]]
+) -> None:
+    server.always(MODELS, Reply(body=TRUNCATED_MODELS))
+    async with make_backend(server, context_window=4096, max_retries=1) as backend:
+        await backend.discover()
+        assert backend.context_window == 4096
+    assert warned() == []
+
+
+async def test_a_model_list_that_never_parses_without_a_model_asks_for_one(
+    server: FakeOpenAIServer, sleeps: list[float]
+) -> None:
+    server.always(MODELS, Reply(body=TRUNCATED_MODELS))
+    async with make_backend(server, model=None, max_retries=1) as backend:
+        with pytest.raises(BackendError) as exc:
+            await backend.discover()
+    message = assert_one_line(exc)
+    assert "not valid JSON" in message and "--model" in message
+    assert exc.value.transient
 
 
 async def test_no_model_and_no_model_list_asks_for_model(server: FakeOpenAIServer) -> None:

@@ -54,6 +54,14 @@ class _TransientError(Exception):
         self.retry_after = retry_after
 
 
+class _GarbledReplyError(_TransientError):
+    """A 200 whose body does not parse as JSON: the server answered, but not readably."""
+
+
+class _GarbledReplyGaveUp(BackendError):
+    """Every attempt got a 200 that did not parse: the server is up, its answers are broken."""
+
+
 async def _sleep(seconds: float) -> None:
     # Module-level so tests can record backoff waits instead of sleeping through them.
     await asyncio.sleep(seconds)
@@ -163,23 +171,33 @@ class OpenAIBackend:
     async def discover(self) -> None:
         """Fetch ``/v1/models`` once: fill in the model id and context window where unset.
 
+        A reply cut short or garbled is asked for again, as chat replies are (``max_retries``).
         Raises ``BackendError`` when the server is unreachable, rejects the key, or cannot
         list models while we still need a model id. With a model already chosen, a server
-        without a usable ``/v1/models`` just leaves the window unknown.
+        without a usable ``/v1/models`` leaves the window unknown, and a warning says so
+        (prompts are then not checked against the window) and names ``--context-window``.
         """
         async with self._discover_lock:
             if self._discovered:
                 return
-            cards = await self._fetch_model_cards(required=self.model is None)
+            cards, failure = await self._fetch_model_cards(required=self.model is None)
             if self.model is None:
                 self.model = str(cards[0]["id"])
             if self._context_window is None:
                 self._context_window = _window_from_cards(cards, self.model)
+                if self._context_window is None:
+                    _warn_unknown_window(self.model, self._url("/models"), failure)
             self._discovered = True
 
-    async def _fetch_model_cards(self, *, required: bool) -> list[dict[str, Any]]:
+    async def _fetch_model_cards(self, *, required: bool) -> tuple[list[dict[str, Any]], str]:
+        """The model cards the server lists and, when there are none, why not."""
         url = self._url("/models")
-        response, _ = await self._send("GET", url)
+        try:
+            response, _ = await self._send("GET", url, json_reply=True)
+        except _GarbledReplyGaveUp as error:
+            if required:
+                raise BackendError(f"{error}: pass --model", transient=True) from None
+            return [], str(error)
         if response.status_code in (401, 403):
             raise _auth_error(url, response)
         cards = _model_cards(response)
@@ -187,7 +205,7 @@ class OpenAIBackend:
             raise BackendError(
                 f"could not list the models at {url} ({_describe(response)}): pass --model"
             )
-        return cards
+        return cards, f"{url} answered {_describe(response)}" if not cards else ""
 
     async def _list_model_ids(self) -> list[str] | None:
         """The ids the server lists, or None if it cannot say (used only in error messages)."""
@@ -219,8 +237,10 @@ class OpenAIBackend:
         try:
             return await retrying(self._attempt, method, url, body, json_reply)
         except _TransientError as exc:
-            tries = self.max_retries + 1
-            raise BackendError(f"{exc} (gave up after {tries} attempts)", transient=True) from None
+            message = f"{exc} (gave up after {self.max_retries + 1} attempts)"
+            if isinstance(exc, _GarbledReplyError):
+                raise _GarbledReplyGaveUp(message, transient=True) from None
+            raise BackendError(message, transient=True) from None
 
     async def _attempt(
         self, method: str, url: str, body: dict[str, Any] | None, json_reply: bool
@@ -307,6 +327,7 @@ def _request_body(
         body["seed"] = params.seed
     if params.stop:
         body["stop"] = list(params.stop)
+    body.update(_sampler_fields(params))
     if params.record_tokens:
         # logprobs: the sampled ids' logprobs (vLLM: raw distribution, before top-p/top-k).
         # return_token_ids (vLLM >= 0.10.2): the prompt ids after the chat template and the
@@ -316,14 +337,34 @@ def _request_body(
     return body
 
 
+def _sampler_fields(params: SamplingParams) -> dict[str, Any]:
+    """The sampling knobs beyond OpenAI's own, only where they are on: vLLM, SGLang and the
+    llama.cpp servers read them from the body, OpenAI's API refuses fields it does not know.
+    The repeat penalty goes under both its names: vLLM's ``repetition_penalty`` and
+    llama.cpp's ``repeat_penalty``."""
+    fields: dict[str, Any] = {}
+    if params.top_k > 0:
+        fields["top_k"] = params.top_k
+    if params.min_p > 0:
+        fields["min_p"] = params.min_p
+    if params.repeat_penalty != 1.0:
+        fields["repetition_penalty"] = fields["repeat_penalty"] = params.repeat_penalty
+    if params.presence_penalty:
+        fields["presence_penalty"] = params.presence_penalty
+    if params.frequency_penalty:
+        fields["frequency_penalty"] = params.frequency_penalty
+    return fields
+
+
 def _require_json(url: str, response: httpx.Response) -> None:
-    """Raise ``_TransientError`` when a 200's body does not parse: a proxy or a server under
-    strain sent it cut short or garbled, and the same request usually comes back whole."""
+    """Raise ``_GarbledReplyError`` (transient) when a 200's body does not parse: a proxy or
+    a server under strain sent it cut short or garbled, and the same request usually comes
+    back whole."""
     try:
         response.json()
     except (ValueError, UnicodeDecodeError):
         size = len(response.content)
-        raise _TransientError(
+        raise _GarbledReplyError(
             f"{url} answered 200 with a body that is not valid JSON ({size} bytes: "
             f"{_one_line(response.text[:80])})"
         ) from None
@@ -411,6 +452,17 @@ def _model_cards(response: httpx.Response) -> list[dict[str, Any]]:
     if not isinstance(data, list):
         return []
     return [card for card in data if isinstance(card, dict) and card.get("id")]
+
+
+def _warn_unknown_window(model: str, url: str, why: str) -> None:
+    # Once per backend (discover runs once): without a window nothing stops a prompt longer
+    # than the server's context, which some servers then cut silently.
+    log.warning(
+        "the context window of %s is unknown (%s): prompts are not checked against it; "
+        "pass --context-window N (the server's context size in tokens)",
+        model,
+        why or f"{url} reports no context length",
+    )
 
 
 def _window_from_cards(cards: list[dict[str, Any]], model: str) -> int | None:
