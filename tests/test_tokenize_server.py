@@ -1,6 +1,7 @@
 """ServerTokenizer counting many texts against a real HTTP server on 127.0.0.1: the same counts
-as one request per text, in fewer requests (a server that takes a list) or several at once
-(one that does not), and never a blocked event loop while a document is chunked."""
+as one request per text, in fewer requests (a server that takes a list, or llama.cpp's mixed
+texts and ids) or several at once (one that does not), and never a blocked event loop while a
+document is chunked."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from .text_helpers import document, server_ids
 
 TEXTS = [*document(120, seed=2).split("\n\n"), "", " ", "Ünïcödé 😀 42."]
 STYLES = ["vllm", "sglang", "llama.cpp", "llama-cpp-python"]
+BATCHING = ("sglang", "llama.cpp")  # many texts to a request
 
 
 class OneByOne:
@@ -40,7 +42,7 @@ def test_count_many_gives_each_texts_own_count(serve, style):
         assert tok.count_many(TEXTS) == [len(server_ids(t)) for t in TEXTS]
         assert tok.encode_many(TEXTS) == [server_ids(t) for t in TEXTS]
         assert tok.count_many([]) == []
-        assert tok.batches is (style == "sglang")
+        assert tok.batches is (style in BATCHING)
 
 
 def test_a_server_that_takes_a_list_gets_many_texts_per_request(serve):
@@ -59,11 +61,35 @@ def test_a_server_that_takes_a_list_gets_many_texts_per_request(serve):
     assert sorted(t for batch in batches for t in batch) == sorted(texts)
 
 
+def test_llama_cpp_gets_many_texts_per_request_between_separator_ids(serve):
+    server = serve("llama.cpp")
+    texts = [t for t in TEXTS if t] * 3  # more than one batch
+    with ServerTokenizer(server.url) as tok:
+        tok.count_many(texts[:2])
+        probed = len(server.requests)
+        assert tok.count_many(texts) == [len(server_ids(t)) for t in texts]
+    contents = [body["content"] for _, body in server.requests[probed:]]
+    assert len(contents) == math.ceil(len(texts) / BATCH_TEXTS) < len(texts)
+    # Each request: the texts, one separator id between each two.
+    assert all(c[0::2] == [t for t in c if isinstance(t, str)] for c in contents)
+    assert sorted(t for c in contents for t in c[0::2]) == sorted(texts)
+
+
+def test_a_text_that_holds_the_separator_is_still_counted_alone(serve):
+    # BEL tokenises as the separator id: that batch's answer cannot be split for sure, so its
+    # texts are asked for one at a time, and every count is still the text's own.
+    server = serve("llama.cpp")
+    texts = ["One text.", "A bell \x07 rings, twice \x07.", "Three."]
+    with ServerTokenizer(server.url) as tok:
+        assert tok.count_many(texts) == [len(server_ids(t)) for t in texts]
+        assert tok.batches
+
+
 def test_a_server_without_lists_gets_requests_in_parallel_within_the_bound(serve):
-    server = serve("llama.cpp", delay=0.02)
+    server = serve("vllm", delay=0.02)
     texts = [t for t in TEXTS if t]
     with ServerTokenizer(server.url, concurrency=4) as tok:
-        tok.count("probe")
+        tok.count_many(["probe", "lists"])  # vLLM refuses a list of prompts
         before = len(server.requests)
         assert tok.count_many(texts) == [len(server_ids(t)) for t in texts]
     assert len(server.requests) - before == len(texts)  # no batches: one request a text
@@ -110,8 +136,40 @@ def test_chunks_are_those_of_one_request_per_paragraph_in_fewer_requests(serve, 
     one_by_one = len(server.requests) - batched
     assert fast == slow
     assert all(c.tokens == len(server_ids(c.text)) <= 1500 for c in fast)
-    if style == "sglang":  # the paragraphs in a few batches; what is left is a count a chunk
-        assert batched < one_by_one / 4
+    # The paragraphs in a few batches; what is left is a count a chunk.
+    assert batched < one_by_one / 4
+
+
+def test_a_long_document_costs_a_request_per_batch_and_about_one_a_chunk(serve):
+    """``ask`` against llama.cpp's /tokenize sent a request per paragraph (27,037 for a
+    2M-token document). The paragraphs now go ``BATCH_TEXTS`` to a request; what is left is
+    the packer's count of a chunk as a whole (about one a chunk) and the probes."""
+    server = serve("llama.cpp")
+    text = document(3000, seed=3)
+    paragraphs = text.count("\n\n") + 1
+    with ServerTokenizer(server.url) as tok:
+        chunks = chunk_text(text, tok, max_tokens=2000)
+    assert all(c.tokens == len(server_ids(c.text)) <= 2000 for c in chunks)
+    sent = len(server.requests)
+    batches = sum(isinstance(body.get("content"), list) for _, body in server.requests)
+    assert batches <= math.ceil(paragraphs / BATCH_TEXTS) + 2  # + one per _COUNT_BATCH tail
+    assert sent <= batches + 2 * len(chunks) + 8  # 8: probing the server
+    assert sent < paragraphs / 10
+
+
+async def test_an_agents_prompt_of_several_messages_is_one_request(serve):
+    server = serve("llama.cpp")
+    with ServerTokenizer(server.url) as tok:
+        tok.count_many(["learn", "batching"])
+        before = len(server.requests)
+        ctx = CallContext(ScriptedBackend(["a reply"]), tok)
+        messages = [
+            {"role": "system", "content": "You read long documents."},
+            {"role": "user", "content": "Read this section and keep notes."},
+        ]
+        counted = await ctx.count_prompt(messages)
+    assert counted == sum(len(server_ids(m["content"])) for m in messages)
+    assert len(server.requests) - before == 1
 
 
 async def test_the_event_loop_runs_while_a_document_is_counted(serve):
@@ -122,13 +180,13 @@ async def test_the_event_loop_runs_while_a_document_is_counted(serve):
         # by the counting would leave the request waiting for good.
         loop_ran = threading.Event()
         answered_after_loop_ran: list[bool] = []
-        original = tok._request
+        original = tok._post
 
-        def request(style: Any, text: str) -> list[int]:
+        def post(style: Any, texts: Any) -> Any:
             answered_after_loop_ran.append(loop_ran.wait(timeout=10))
-            return original(style, text)
+            return original(style, texts)
 
-        tok._request = request  # type: ignore[method-assign]
+        tok._post = post  # type: ignore[method-assign]
         chunking = asyncio.create_task(achunk_text(document(60, seed=1), tok, max_tokens=200))
         await asyncio.sleep(0)
         loop_ran.set()
@@ -145,13 +203,13 @@ async def test_an_agents_prompt_count_leaves_the_event_loop_free(serve):
         tok.count("probe")
         loop_ran = threading.Event()
         answered_after_loop_ran: list[bool] = []
-        original = tok._request
+        original = tok._post
 
-        def request(style: Any, text: str) -> list[int]:
+        def post(style: Any, texts: Any) -> Any:
             answered_after_loop_ran.append(loop_ran.wait(timeout=10))
-            return original(style, text)
+            return original(style, texts)
 
-        tok._request = request  # type: ignore[method-assign]
+        tok._post = post  # type: ignore[method-assign]
         ctx = CallContext(ScriptedBackend(["a reply"]), tok)
         messages = [{"role": "user", "content": "Read this section and keep notes."}]
         call = asyncio.create_task(ctx.call("final", 0, messages, SamplingParams(max_tokens=8)))

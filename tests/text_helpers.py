@@ -124,7 +124,10 @@ def answer(style: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         return 400, {"error": "prompt: input should be a valid string"}
     if style == "llama.cpp" and path == "/tokenize":
         # The real server answers an empty list, not an error, to a body without "content".
-        ids = server_ids(body["content"]) if "content" in body else []
+        # A list "content" is tokenised piece by piece: each text alone, each integer kept.
+        content = body.get("content", "")
+        pieces = content if isinstance(content, list) else [content]
+        ids = [i for p in pieces for i in (server_ids(p) if isinstance(p, str) else [p])]
         return 200, {"tokens": ([BOS] if body.get("add_special") else []) + ids}
     if style == "llama-cpp-python" and path == "/extras/tokenize":
         return 200, {"tokens": [BOS, *server_ids(body["input"])]}  # always adds BOS

@@ -94,12 +94,13 @@ class CallContext:
     async def count_prompt(self, messages: list[Message]) -> int:
         """The tokens of the messages' contents. A tokenizer that asks a server counts on a
         worker thread: a blocking round trip on the event loop would stall every other run
-        of a concurrent evaluation."""
+        of a concurrent evaluation, and counts all the messages in one request where the server
+        takes many texts (``count_many``)."""
         contents = [message["content"] for message in messages]
         if not isinstance(self.tokenizer, ServerTokenizer):
             return sum(self.tokenizer.count(text) for text in contents)
         tokenizer = self.tokenizer
-        return await run_cancellable(lambda _: sum(tokenizer.count(text) for text in contents))
+        return await run_cancellable(lambda _: sum(tokenizer.count_many(contents)))
 
     def flush(self, *, shed: bool = True) -> None:
         """Hand the last step to the sink; ``shed=False`` keeps its text (the final step,

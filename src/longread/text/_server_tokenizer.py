@@ -2,10 +2,18 @@
 server, many texts at a time.
 
 A long document has tens of thousands of paragraphs; one blocking request each, at a round trip
-of 20 ms, is minutes. ``count_many`` sends a server that takes a list of prompts (SGLang) many
-texts per request, and any other server one text per request but ``concurrency`` requests at a
-time, from daemon threads: the calling thread only waits, and a caller that gives up (Ctrl-C, a
-cancelled task) is never held up by a slow server.
+of 20 ms, is minutes. ``count_many`` sends many texts per request where the server's dialect
+allows it, exactly:
+
+- SGLang takes a list of prompts and answers a list of id lists;
+- llama.cpp's server takes a "content" list of texts and token ids, tokenises each text alone
+  and keeps each id as it is: texts sent with a separator id between them come back as each
+  text's own ids with that id between them (the split is trusted only when the separator
+  occurs exactly as often as it was sent).
+
+vLLM and llama-cpp-python take one text a request; they get ``concurrency`` requests at a time.
+Requests go out from daemon threads: the calling thread only waits, and a caller that gives up
+(Ctrl-C, a cancelled task) is never held up by a slow server.
 """
 
 from __future__ import annotations
@@ -35,12 +43,15 @@ BATCH_TEXTS = 128
 
 @dataclass(frozen=True)
 class _Style:
-    """One server family's tokenize request; ``batches``: its body may carry a list of texts."""
+    """One server family's tokenize request. ``batches``: its body may carry a list of texts,
+    answered with a list of id lists; ``mixed``: its body may carry a list of texts and token
+    ids, answered with one id list in which each text is tokenised alone."""
 
     name: str
     path: str
-    body: Callable[[str | list[str], str | None], dict[str, Any]]
+    body: Callable[[str | Sequence[str | int], str | None], dict[str, Any]]
     batches: bool = False
+    mixed: bool = False
 
 
 def _without_none(**fields: Any) -> dict[str, Any]:
@@ -57,9 +68,14 @@ _STYLES = (
         batches=True,
     ),
     # llama.cpp's server answers {"tokens": []} to a body without "content", so a probe must
-    # see a non-empty answer before it trusts a style. A list "content" is not a batch there:
-    # it is one prompt made of pieces.
-    _Style("llama.cpp", "/tokenize", lambda text, model: {"content": text, "add_special": False}),
+    # see a non-empty answer before it trusts a style. A list "content" is one prompt made of
+    # pieces (its tokenize_mixed): each text tokenised alone, each integer kept as a token id.
+    _Style(
+        "llama.cpp",
+        "/tokenize",
+        lambda text, model: {"content": text, "add_special": False},
+        mixed=True,
+    ),
     # llama-cpp-python always adds BOS here; probe() learns to strip it.
     _Style(
         "llama-cpp-python",
@@ -69,6 +85,9 @@ _STYLES = (
 )
 _PROBE_TEXT = "Hello world, how are you?"
 _PROBE_BATCH = [_PROBE_TEXT, "Two texts, one request: 42."]
+# The separator between texts in a mixed request: the id of a control character (BEL) that
+# documents hardly ever hold, so that a batch is rarely sent again one text at a time.
+_SEPARATOR_TEXT = "\x07"
 # What a tokenize request can fail with: transport and HTTP status errors, a malformed base URL,
 # an answer that is not JSON or holds no token ids.
 _FAILURES = (httpx.HTTPError, httpx.InvalidURL, ValueError)
@@ -104,6 +123,7 @@ class ServerTokenizer:
         self._head: list[int] = []
         self._tail: list[int] = []
         self._batches: bool | None = None  # whether a request may carry many texts; learnt
+        self._separator: int | None = None  # the id between texts in a mixed request; learnt
 
     @classmethod
     def probe(
@@ -137,10 +157,11 @@ class ServerTokenizer:
 
     def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
         """``[encode(t) for t in texts]`` in fewer round trips: ``BATCH_TEXTS`` texts to a
-        request where the server takes a list, else ``concurrency`` requests in flight."""
+        request where the server takes many (see the module docstring), else one text a
+        request; either way ``concurrency`` requests in flight."""
         style = self._detected()
         if self._batches is None:
-            self._batches = style.batches and self._detect_batches(style)
+            self._batches = self._detect_batches(style)
         if not self._batches:
             return map_concurrently(self.encode, texts, self.concurrency)
         groups = [texts[at : at + BATCH_TEXTS] for at in range(0, len(texts), BATCH_TEXTS)]
@@ -184,12 +205,30 @@ class ServerTokenizer:
         return False
 
     def _detect_batches(self, style: _Style) -> bool:
-        """Whether a list of texts comes back as the list of what each gives alone (SGLang);
-        vLLM refuses the request."""
+        """Whether many texts in one request come back as what each gives alone: a list of
+        texts (SGLang; vLLM refuses it), or texts between separator ids (llama.cpp)."""
+        if style.mixed and not self._head and not self._tail:
+            return self._detect_mixed(style)
+        if not style.batches:
+            return False
         try:  # a dropped connection is asked again: it says nothing about lists
             together = _retried(self._request_many, style, _PROBE_BATCH)
             alone = [_retried(self._request, style, text) for text in _PROBE_BATCH]
         except _FAILURES:
+            return False
+        return together == alone
+
+    def _detect_mixed(self, style: _Style) -> bool:
+        """Learn the separator id, then check that texts sent between separators come back as
+        each text's own ids."""
+        try:
+            separator_ids = _retried(self._request, style, _SEPARATOR_TEXT)
+            if not separator_ids:
+                return False
+            self._separator = separator_ids[-1]
+            together = _retried(self._request_many, style, _PROBE_BATCH)
+            alone = [_retried(self._request, style, text) for text in _PROBE_BATCH]
+        except (*_FAILURES, _Ambiguous):
             return False
         return together == alone
 
@@ -216,10 +255,15 @@ class ServerTokenizer:
         return ids
 
     def _encode_group(self, texts: Sequence[str]) -> list[list[int]]:
-        """One request for ``texts`` (empty ones are not sent: they have no tokens)."""
+        """One request for ``texts`` (empty ones are not sent: they have no tokens). A mixed
+        answer that cannot be split for sure (a text holds the separator) is asked for again
+        one text at a time."""
         assert self._style is not None
         sent = [text for text in texts if text]
-        answers = iter(self._call(self._request_many, self._style, sent) if sent else [])
+        try:
+            answers = iter(self._call(self._request_many, self._style, sent) if sent else [])
+        except _Ambiguous:
+            answers = iter([self.encode(text) for text in sent])
         return [self._strip(next(answers)) if text else [] for text in texts]
 
     def _call(self, request: Callable[[_Style, Any], R], style: _Style, texts: Any) -> R:
@@ -231,7 +275,7 @@ class ServerTokenizer:
                 f"tokenize request to {self.root} failed: {error}", transient=_transient(error)
             ) from None
 
-    def _post(self, style: _Style, texts: str | list[str]) -> Any:
+    def _post(self, style: _Style, texts: str | Sequence[str | int]) -> Any:
         response = self._client.post(self.root + style.path, json=style.body(texts, self.model))
         response.raise_for_status()
         payload = response.json()
@@ -247,12 +291,47 @@ class ServerTokenizer:
     def _request_many(self, style: _Style, texts: list[str]) -> list[list[int]]:
         """POST one tokenize request for a list of texts; ValueError unless the answer is one
         list of token ids per text."""
+        if style.mixed:
+            return self._request_mixed(style, texts)
         tokens = self._post(style, texts)
         if not isinstance(tokens, list) or len(tokens) != len(texts):
             raise ValueError(f"unexpected answer to a batch from {style.path}")
         if not all(_is_ids(ids) for ids in tokens):
             raise ValueError(f"unexpected answer to a batch from {style.path}")
         return tokens
+
+    def _request_mixed(self, style: _Style, texts: list[str]) -> list[list[int]]:
+        """POST ``texts`` with the separator id between them; split the answer at it.
+        ``_Ambiguous`` when the separator comes back more often than it was sent."""
+        assert self._separator is not None
+        separator = self._separator
+        content: list[str | int] = [texts[0]]
+        for text in texts[1:]:
+            content += [separator, text]
+        tokens = self._post(style, content)
+        if not _is_ids(tokens):
+            raise ValueError(f"unexpected answer to a batch from {style.path}")
+        return _split_at(tokens, separator, len(texts))
+
+
+class _Ambiguous(Exception):
+    """A mixed answer holds the separator id more often than it was sent: a text turned into
+    it too, so where one text ends is not known."""
+
+
+def _split_at(tokens: list[int], separator: int, parts: int) -> list[list[int]]:
+    """``tokens`` cut at each ``separator`` into ``parts`` lists; ``_Ambiguous`` unless the
+    separator occurs exactly ``parts - 1`` times (then no text produced it, and each cut is
+    where a separator was sent)."""
+    if tokens.count(separator) != parts - 1:
+        raise _Ambiguous
+    pieces: list[list[int]] = [[]]
+    for token in tokens:
+        if token == separator:
+            pieces.append([])
+        else:
+            pieces[-1].append(token)
+    return pieces
 
 
 def _retried(request: Callable[[_Style, Any], R], style: _Style, texts: Any) -> R:
