@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import signal
 import sqlite3
@@ -15,8 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 
 from longread.cli import cli
+from longread.view import create_app
 
 from .fake_openai_server import (
     COUNTED,
@@ -406,6 +409,25 @@ def test_the_same_data_under_another_name_and_format_resumes(server, tmp_path):
     resumed = run_ok(run_args(server, renamed, out, "--agent", "full", "--no-progress"))
     assert len(server.requests_to(CHAT)) == calls  # nothing left to run
     assert "3/3 done, 0 failed" in resumed.stdout
+
+
+def test_a_checkout_copied_elsewhere_resumes_and_shows_its_gold_answers(server, tmp_path):
+    # A repository holding run folders and their data side by side, as results/ does.
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / "data").mkdir()
+    data, out = write_data(checkout / "data" / "set.jsonl", 3), checkout / "runs" / "full"
+    run_ok(run_args(server, data, out, "--agent", "full", "--limit", "2", "--no-progress"))
+    assert json.loads((out / "config.json").read_text())["data"] == "../../data/set.jsonl"
+    shutil.copytree(checkout, tmp_path / "clone")
+    shutil.rmtree(checkout)  # nothing may lead back to the original
+    out, data = tmp_path / "clone" / "runs" / "full", tmp_path / "clone" / "data" / "set.jsonl"
+    calls = len(server.requests_to(CHAT))
+    resumed = run_ok(run_args(server, data, out, "--agent", "full", "--no-progress"))
+    assert len(server.requests_to(CHAT)) - calls == 1  # only s02 was left
+    assert "3/3 done, 0 failed" in resumed.stdout
+    page = TestClient(create_app(out)).get("/traces/s00.json").text
+    assert re.search(r'<div class="gold">.*?<li class="text">7</li>', page, re.S)
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from ..agents.prompts import Prompts, render
 from ..errors import UsageError
 from ..llm.base import LLMBackend, SamplingParams
 from .runner import run_workers
+from .sanitize import redact_secrets
 from .scoring import exact_match, extract_prediction, normalize_answer, sub_em
 
 
@@ -70,7 +71,8 @@ async def ask_closed_book(
     """Answers to every question: those in ``log_path`` from an earlier pass with the same
     ``header`` (backend and settings) read back, the rest asked ``concurrency`` at a time.
     A failure stops the pass after the calls in flight are cancelled; what was answered is
-    kept in the log."""
+    kept in the log. The header is written without credentials (``sanitize``)."""
+    header = redact_secrets(header)
     done = {a.id: a for a in read_log(log_path, header)}
     todo = [q for q in questions if q.id not in done]
     bar = tqdm(total=len(questions), initial=len(questions) - len(todo), unit="question",
@@ -109,7 +111,8 @@ def read_log(path: Path, header: dict[str, Any]) -> list[ClosedBookAnswer]:
         saved = json.loads(lines[0])["header"]
     except (ValueError, KeyError, TypeError):
         raise UsageError(f"{path} is not a closed-book log; choose another --out") from None
-    if saved != header:
+    # A log from before headers lost their credentials resumes too.
+    if redact_secrets(saved) != redact_secrets(header):
         raise UsageError(
             f"{path} holds replies of another model or setting ({_differences(saved, header)});"
             " choose another --out or delete it"

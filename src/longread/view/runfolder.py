@@ -16,6 +16,8 @@ from typing import Any
 from ..data.loaders import data_files, iter_samples
 from ..errors import LongreadError, UsageError
 from ..eval import report
+from ..eval.provenance import combined_hash, sample_digest
+from ..eval.sanitize import resolve_path
 from ..eval.store import SampleResult
 
 
@@ -82,31 +84,39 @@ def run_time(run_dir: Path) -> dict[str, Any]:
 
 
 def data_path(run_dir: Path, config: dict[str, Any]) -> Path | None:
-    """The data the run read (relative paths in ``config.json`` are relative to the run)."""
+    """The data the run read: ``config.json`` writes it relative to the run folder (when it
+    lies inside the folder or beside it in the same repository), under ``~``, or absolute."""
     data = config.get("data")
-    if not isinstance(data, str):
-        return None
-    path = Path(data).expanduser()
-    return path if path.is_absolute() else run_dir / path
+    return resolve_path(data, run_dir) if isinstance(data, str) else None
 
 
-def gold_answers(data: Path) -> dict[str, list[str]]:
-    """Sample id -> gold answers, read from the run's data one sample at a time."""
+def gold_answers(data: Path) -> tuple[dict[str, list[str]], str]:
+    """Sample id -> gold answers, read from the run's data one sample at a time, and the
+    data's ``data_hash`` (what the run recorded of the data it read)."""
     files = data_files(data) if data.is_dir() else [data]
     gold: dict[str, list[str]] = {}
+    digests: list[str] = []
     for file in files:
         for sample in iter_samples(file):
             gold[sample.id] = sample.answers
-    return gold
+            digests.append(sample_digest(sample))
+    return gold, combined_hash(digests)
 
 
-def gold_or_reason(data: Path | None) -> tuple[dict[str, list[str]], str | None]:
-    """``gold_answers`` and None, or nothing and why the gold is unknown."""
+def gold_or_reason(
+    data: Path | None, data_hash: str | None = None
+) -> tuple[dict[str, list[str]], str | None]:
+    """``gold_answers`` and None, or nothing and why the gold is unknown. With the run's
+    ``data_hash``, data whose content changed since the run is refused: its answers may not be
+    the ones the run was scored against."""
     if data is None:
         return {}, "the run's config.json names no data"
     if not data.exists():
         return {}, f"the run's data is not at {data}"
     try:
-        return gold_answers(data), None
+        gold, found = gold_answers(data)
     except (LongreadError, OSError) as exc:
         return {}, f"the run's data could not be read: {exc}"
+    if data_hash and found != data_hash:
+        return {}, f"the data at {data} is not the data the run read (its content has changed)"
+    return gold, None

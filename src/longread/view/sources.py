@@ -167,9 +167,10 @@ class RunFolder(Source):
         """Gold answers by sample id from the run's data (read once per data file version),
         or nothing and why."""
         data = runfolder.data_path(self.path, config)
-        key: tuple[Any, ...] = (data, _data_stamp(data))
+        data_hash = config.get("data_hash")
+        key: tuple[Any, ...] = (data, _data_stamp(data), data_hash)
         if self._gold is None or self._gold[0] != key:
-            self._gold = (key, *runfolder.gold_or_reason(data))
+            self._gold = (key, *runfolder.gold_or_reason(data, data_hash))
         return self._gold[1], self._gold[2]
 
 
