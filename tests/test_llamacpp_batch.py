@@ -174,7 +174,7 @@ def test_a_bug_in_the_worker_reaches_every_caller(
         raise RuntimeError("bug")
 
     with monkeypatch.context() as patch:
-        patch.setattr("longread.llm.llamacpp._Stopping.add", broken)
+        patch.setattr("longread.llm.llamacpp_chat.Stopping.add", broken)
 
         async def run() -> list[BaseException | Completion]:
             calls = (batched.chat(m, p) for m, p in CALLS)

@@ -151,7 +151,7 @@ def test_greedy_text_is_the_same_with_and_without_recording(
 def test_seeded_sampling_is_the_same_with_and_without_recording(
     backend: LlamaCppBackend,
 ) -> None:
-    # Same seed, temperature and create_chat_completion's top_k/min_p/...: same draws. Each
+    # Same seed and sampling spec (llamacpp_chat.build_sampler on both): same draws. Each
     # call reads the whole prompt afresh: a call that reuses the cached prompt evaluates only
     # its last id, in other kernels, and logits that differ in the last digits can flip a draw.
     params: dict[str, Any] = {"temperature": 1.0, "top_p": 0.9, "seed": 11, "max_tokens": 12}

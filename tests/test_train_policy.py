@@ -63,9 +63,7 @@ def test_greedy_follows_the_argmax_and_stops_at_eos(policy: Policy) -> None:
     with torch.no_grad():
         logits = policy.model(input_ids=torch.tensor([prompt])).logits[0, -1]
     top = int(torch.argmax(logits))
-    drawn = sample(
-        policy.model, prompt, max_tokens=5, temperature=0.0, top_p=1.0, eos_ids=frozenset({top})
-    )
+    drawn = sample(policy.model, prompt, SamplingParams(), max_tokens=5, eos_ids=frozenset({top}))
     assert drawn.ids == [top] and drawn.finish_reason == "stop"
 
 

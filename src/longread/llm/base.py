@@ -18,16 +18,66 @@ class Message(TypedDict):
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How to sample one completion. ``seed=None`` lets the backend choose."""
+    """How to sample one completion: one spec that every backend honours the same way.
+
+    The defaults are the model's full distribution (no top-k, no min-p, no penalties), on every
+    backend: llama-cpp-python's own chat defaults (top-k 40, min-p 0.05) are never taken. Each
+    next id is drawn as vLLM and Hugging Face draw it:
+
+    1. penalties on the raw logits, for every id already sampled in this completion (the
+       prompt's ids are not counted): ``repeat_penalty`` divides a positive logit and
+       multiplies a negative one (1.0: off); ``frequency_penalty`` subtracts that much per
+       earlier occurrence and ``presence_penalty`` that much once (0.0: off);
+    2. ``temperature``: 0 is greedy (the argmax of step 1's logits; steps 3-4 do not apply);
+       otherwise the logits are divided by it;
+    3. on that tempered distribution: ``top_k`` keeps the k likeliest ids (0: off), ``top_p``
+       the smallest set holding that much probability (1.0: off), ``min_p`` the ids at least
+       that fraction as likely as the likeliest (0.0: off);
+    4. one id drawn from what is left, renormalised. ``seed=None`` lets the backend choose.
+
+    Recorded logprobs are always those of the raw distribution (temperature 1, none of the
+    above), the definition the trainer's loss uses.
+    """
 
     max_tokens: int = 1024
     temperature: float = 0.0
     top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repeat_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
     # Return the prompt ids (after the chat template), the sampled ids and their logprobs: what
     # training needs. Off by default: it costs a little time and a lot of trace space.
     record_tokens: bool = False
+
+    def __post_init__(self) -> None:
+        # Programmer errors: user input is checked where it is read (agents.config, serve).
+        if self.temperature < 0 or not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"temperature {self.temperature} or top_p {self.top_p} out of range")
+        if self.top_k < 0 or not 0.0 <= self.min_p <= 1.0 or self.repeat_penalty <= 0:
+            raise ValueError(
+                f"top_k {self.top_k}, min_p {self.min_p} or repeat_penalty "
+                f"{self.repeat_penalty} out of range"
+            )
+
+    @property
+    def penalised(self) -> bool:
+        """True when any penalty is on (step 1 changes the logits)."""
+        return (self.repeat_penalty, self.presence_penalty, self.frequency_penalty) != (
+            1.0,
+            0.0,
+            0.0,
+        )
+
+
+# Named sampling specs; give a call its budget with ``dataclasses.replace(SPEC, max_tokens=...)``.
+# The papers' evaluation sampling (MemAgent, ReMemR1; vLLM, so no top-k and no min-p).
+EVAL_SAMPLING = SamplingParams(temperature=0.7, top_p=0.95)
+# Rollouts: the policy's full distribution at temperature 1.0, the one its loss describes.
+TRAINING_SAMPLING = SamplingParams(temperature=1.0, top_p=1.0)
 
 
 @dataclass

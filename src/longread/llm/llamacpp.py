@@ -6,28 +6,40 @@ one at a time behind a lock: the event loop stays free for progress bars and oth
 
 With ``SamplingParams.record_tokens`` a call also returns the prompt ids the model read, the ids
 it sampled and their logprobs (see ``_record_chat``); otherwise llama-cpp-python's own
-``create_chat_completion`` runs, untouched.
+``create_chat_completion`` runs. Either way the sampler is ``SamplingParams``'s spec
+(``llamacpp_chat.build_sampler``), never llama-cpp-python's chat defaults. A loaded adapter is
+checked to move the logits (``check_adapter_applied``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
+import ctypes
 import logging
 import os
-import random
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import BackendError, BudgetError, UsageError
+from ..errors import BackendError, UsageError
 from . import compute_thread
 from .base import Completion, Message, SamplingParams
 from .gguf import SMOLLM2_CONTEXT, resolve_model_file
+from .llamacpp_batch import BatchScheduler
+from .llamacpp_chat import (
+    Prompt,
+    Sampled,
+    Stopping,
+    llama_error,
+    render_prompt,
+    row_logits,
+    sampled_logprob,
+    seed_as_create_completion,
+    spec_sampler,
+    token_cap,
+)
 from .memory_adapter import applied_adapter
 
 log = logging.getLogger(__name__)
@@ -54,6 +66,9 @@ class LlamaCppBackend:
             sequence each (``llamacpp_batch``): more tokens/s when several calls are in flight.
             Each call still gets an ``n_ctx`` window, so the KV cache takes N times the memory
             (about 23 KB per token for SmolLM2-135M: 190 MB per sequence at 8192).
+        check_adapter: after loading an adapter, make sure it moved a logit and raise
+            ``BackendError`` if it did not (``check_adapter_applied``). Off only for an adapter
+            that is meant to change nothing (a LoRA not trained yet).
     """
 
     name = "llamacpp"
@@ -71,12 +86,14 @@ class LlamaCppBackend:
         adapter_scale: float = 1.0,
         base_model: bool = False,
         parallel: int | None = None,
+        check_adapter: bool = True,
     ) -> None:
         if parallel is not None and not 1 <= parallel <= _MAX_PARALLEL:
             raise UsageError(f"parallel must be between 1 and {_MAX_PARALLEL}, not {parallel}")
         adapter = applied_adapter(gguf, adapter, base_model)
         self.adapter_path = check_adapter_file(adapter) if adapter else None
         self._adapter_scale = adapter_scale
+        self._check_adapter = check_adapter
         self.model_path = resolve_model_file(gguf, quant)
         self._n_ctx = n_ctx
         self._n_threads = n_threads or os.cpu_count() or 1
@@ -85,7 +102,7 @@ class LlamaCppBackend:
         self._llama: Any = None
         self._lock = asyncio.Lock()
         self._parallel = parallel
-        self._scheduler: Any = None  # llamacpp_batch.BatchScheduler, made on the first call
+        self._scheduler: BatchScheduler | None = None  # made on the first call
         self._scheduler_lock = threading.Lock()
 
     @property
@@ -115,7 +132,7 @@ class LlamaCppBackend:
             log.info("with the LoRA adapter %s (scale %g)", self.adapter_path, self._adapter_scale)
             adapter = {"lora_path": str(self.adapter_path), "lora_scale": self._adapter_scale}
         try:
-            return llama_cpp.Llama(
+            llama = llama_cpp.Llama(
                 model_path=str(self.model_path),
                 n_ctx=n_ctx,
                 n_threads=self._n_threads,
@@ -130,6 +147,13 @@ class LlamaCppBackend:
             if self.adapter_path is not None:
                 what += f" with the adapter {self.adapter_path} (one made for another model?)"
             raise UsageError(f"llama.cpp could not load {what}: {exc}") from exc
+        if self.adapter_path is not None and self._adapter_scale != 0 and self._check_adapter:
+            try:
+                check_adapter_applied(llama, self.adapter_path)
+            except BaseException:
+                llama.close()
+                raise
+        return llama
 
     async def chat(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
         """One chat completion, run off the event loop, one at a time.
@@ -168,7 +192,7 @@ class LlamaCppBackend:
             else:
                 completion = _plain_chat(llama, messages, params)
         except ValueError as exc:
-            raise _llama_error(exc, self._n_ctx) from exc
+            raise llama_error(exc, self._n_ctx) from exc
         completion.seconds = time.perf_counter() - start
         completion.model = self.model_path.name
         return completion
@@ -176,14 +200,14 @@ class LlamaCppBackend:
     async def _batched_chat(
         self, messages: Sequence[Message], params: SamplingParams
     ) -> Completion:
-        scheduler = self._scheduler or await compute_thread.run(self._start_scheduler)
+        scheduler = self._scheduler
+        if scheduler is None:
+            scheduler = await compute_thread.run(self._start_scheduler)
         completion: Completion = await asyncio.wrap_future(scheduler.submit(messages, params))
         completion.model = self.model_path.name
         return completion
 
-    def _start_scheduler(self) -> Any:
-        from .llamacpp_batch import BatchScheduler
-
+    def _start_scheduler(self) -> BatchScheduler:
         with self._scheduler_lock:  # two first calls at once load the model once
             if self._scheduler is None:
                 assert self._parallel is not None
@@ -214,13 +238,6 @@ class LlamaCppBackend:
         await self.aclose()
 
 
-def _llama_error(exc: ValueError, window: int) -> Exception:
-    """llama-cpp-python's ValueError as ours: a prompt over the window is a BudgetError."""
-    if "exceed context window" in str(exc):
-        return BudgetError(f"prompt does not fit the {window}-token window: {exc}")
-    return BackendError(f"llama.cpp failed: {exc}")
-
-
 def check_adapter_file(adapter: str | Path) -> Path:
     """``adapter`` as a path to an existing file; a one-line UsageError otherwise."""
     path = Path(adapter).expanduser()
@@ -232,14 +249,13 @@ def check_adapter_file(adapter: str | Path) -> Path:
 
 def _plain_chat(llama: Any, messages: list[Message], params: SamplingParams) -> Completion:
     """llama-cpp-python's own chat completion: the path when no ids are recorded."""
-    response = llama.create_chat_completion(
-        messages=messages,
-        max_tokens=params.max_tokens,
-        temperature=params.temperature,
-        top_p=params.top_p,
-        seed=params.seed,
-        stop=list(params.stop) or None,
-    )
+    with spec_sampler(llama, params):  # our sampler, not the chat defaults
+        response = llama.create_chat_completion(
+            messages=messages,
+            max_tokens=params.max_tokens,
+            seed=params.seed,
+            stop=list(params.stop) or None,
+        )
     choice = response["choices"][0]
     usage = response.get("usage") or {}
     return Completion(
@@ -254,58 +270,28 @@ def _plain_chat(llama: Any, messages: list[Message], params: SamplingParams) -> 
 # -- recording tokens ----------------------------------------------------------------------
 #
 # llama-cpp-python's chat completion returns text only, so with ``record_tokens`` we run its
-# pipeline ourselves, step for step: the formatter behind its chat handler renders the prompt,
-# which is tokenised as the handler tokenises it, and ``Llama.generate`` samples with the
-# settings ``create_chat_completion`` passes. The loop mirrors ``Llama._create_completion``
-# (end-of-generation, stop strings, its UTF-8 hold-back, the token cap) so that the text is the
-# one the plain path would give.
-
-# Sampler settings create_chat_completion passes with its own defaults (we never set them). Read
-# from its signature so they follow the installed llama-cpp-python: top_k=40, min_p=0.05, ...
-_CHAT_SAMPLER_KNOBS = (
-    "top_k",
-    "min_p",
-    "typical_p",
-    "repeat_penalty",
-    "frequency_penalty",
-    "presence_penalty",
-    "tfs_z",
-    "mirostat_mode",
-    "mirostat_tau",
-    "mirostat_eta",
-)
-
-
-@dataclass
-class _Prompt:
-    ids: list[int]
-    stops: list[bytes]
-    stopping_criteria: Any  # the chat format's StoppingCriteriaList, or None
-
-
-@dataclass
-class _Sampled:
-    ids: list[int]
-    logprobs: list[float]
-    text: bytes
-    finish_reason: str
-    eog: bool = False  # ended on the end-of-generation id (the last of ``ids``)
+# pipeline ourselves, step for step (``llamacpp_chat``): the formatter behind its chat handler
+# renders the prompt, which is tokenised as the handler tokenises it, and ``Llama.generate``
+# samples with our sampler. The loop mirrors ``Llama._create_completion`` (end-of-generation,
+# stop strings, its UTF-8 hold-back, the token cap) so that the text is the one the plain path
+# would give.
 
 
 def _record_chat(llama: Any, messages: list[Message], params: SamplingParams) -> Completion:
     """A chat completion that also returns the prompt ids, the sampled ids and their logprobs.
 
-    Same prompt, sampler and stopping as ``create_chat_completion``. ``token_ids`` end with the
+    Same prompt, sampler and stopping as the plain path. ``token_ids`` end with the
     end-of-generation token when the model stopped on it (and ``completion_tokens`` counts it,
     as vLLM does); a stop string trims the text but not the ids, which are what was sampled.
     ``logprobs[i]`` is the log-softmax of the raw logits ``token_ids[i]`` was sampled from
     (temperature 1, before top-k/top-p/min-p). Raises ``ValueError`` as llama-cpp-python does
     when the prompt does not fit the window.
     """
-    prompt = _render_prompt(llama, messages, params.stop)
-    max_tokens = _token_cap(int(llama.n_ctx()), len(prompt.ids), params.max_tokens)
-    _seed_as_create_completion(llama, params.seed)
-    sampled = _sample(llama, prompt, params, max_tokens)
+    prompt = render_prompt(llama, messages, params.stop)
+    max_tokens = token_cap(int(llama.n_ctx()), len(prompt.ids), params.max_tokens)
+    seed_as_create_completion(llama, params.seed)
+    with spec_sampler(llama, params):
+        sampled = _sample(llama, prompt, max_tokens)
     return Completion(
         text=sampled.text.decode("utf-8", errors="ignore"),
         finish_reason=sampled.finish_reason,
@@ -318,160 +304,59 @@ def _record_chat(llama: Any, messages: list[Message], params: SamplingParams) ->
     )
 
 
-def _render_prompt(llama: Any, messages: list[Message], stop: tuple[str, ...]) -> _Prompt:
-    """The token ids ``create_chat_completion`` would feed the model, and its stop strings."""
-    result = _chat_formatter(llama)(
-        messages=messages, functions=None, function_call=None, tools=None, tool_choice=None
-    )
-    # Exactly as chat_formatter_to_chat_completion_handler tokenises: a template that writes
-    # its own BOS says so (added_special), and its special tokens are parsed as such.
-    ids = llama.tokenize(
-        result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True
-    )
-    format_stops = [result.stop] if isinstance(result.stop, str) else list(result.stop or [])
-    stops = [*stop, *format_stops]  # the handler appends the format's stops to the caller's
-    return _Prompt(list(ids), [s.encode("utf-8") for s in stops], result.stopping_criteria)
-
-
-def _chat_formatter(llama: Any) -> Any:
-    """The formatter behind the chat handler ``create_chat_completion`` picks for this model."""
-    from llama_cpp import llama_chat_format
-
-    handler = (
-        llama.chat_handler
-        or llama._chat_handlers.get(llama.chat_format)
-        or llama_chat_format.get_chat_completion_handler(llama.chat_format)
-    )
-    # Handlers made from a formatter (the GGUF's own template, the named formats) keep it in
-    # their closure; llama-cpp-python has no other way to render a prompt without generating.
-    formatter = None
-    if inspect.isfunction(handler):
-        formatter = inspect.getclosurevars(handler).nonlocals.get("chat_formatter")
-    if formatter is None:
-        raise BackendError(
-            f"cannot record tokens with this model's chat handler ({llama.chat_format or handler})"
-            ": it is not built from a chat template; run without --record-tokens"
-        )
-    return formatter
-
-
-def _token_cap(window: int, prompt_tokens: int, max_tokens: int) -> int:
-    """``max_tokens`` as ``_create_completion`` applies it: unlimited if <= 0, cut to the window."""
-    if prompt_tokens >= window:
-        # The plain path's own words, which the backend turns into a BudgetError.
-        raise ValueError(f"Requested tokens ({prompt_tokens}) exceed context window of {window}")
-    room = window - prompt_tokens
-    return room if max_tokens <= 0 else min(max_tokens, room)
-
-
-def _seed_as_create_completion(llama: Any, seed: int | None) -> None:
-    # create_completion reseeds on every call, from the given seed or else from the last one;
-    # doing the same keeps both paths on the same random stream.
-    if seed is not None:
-        llama.set_seed(seed)
-    else:
-        llama.set_seed(random.Random(llama._seed).randint(0, 2**32))
-
-
-@functools.cache
-def _chat_sampler_defaults() -> dict[str, Any]:
-    from llama_cpp import Llama
-
-    parameters = inspect.signature(Llama.create_chat_completion).parameters
-    return {name: parameters[name].default for name in _CHAT_SAMPLER_KNOBS}
-
-
-def _sample(llama: Any, prompt: _Prompt, params: SamplingParams, max_tokens: int) -> _Sampled:
+def _sample(llama: Any, prompt: Prompt, max_tokens: int) -> Sampled:
     """Generate like ``_create_completion``'s loop, keeping every sampled id and its logprob."""
-    rules = _Stopping(llama, prompt, max_tokens)
-    tokens = llama.generate(
-        prompt.ids,
-        temp=params.temperature,
-        top_p=params.top_p,
-        stopping_criteria=prompt.stopping_criteria,
-        **_chat_sampler_defaults(),
-    )
+    rules = Stopping(llama, prompt, max_tokens)
+    # The sampler comes from spec_sampler: generate()'s own knobs are not read.
+    tokens = llama.generate(prompt.ids, stopping_criteria=prompt.stopping_criteria)
     for token in tokens:
         # generate() evaluates a token only when resumed, so the context still holds the
         # logits this one was sampled from.
-        done = rules.add(token, _sampled_logprob(llama.ctx, -1, llama.n_vocab(), token))
+        done = rules.add(token, sampled_logprob(llama.ctx, -1, llama.n_vocab(), token))
         if done is not None:
             return done
     # generate() only runs dry when the chat format's stopping criterion fired.
     return rules.ran_dry()
 
 
-class _Stopping:
-    """``_create_completion``'s stopping rules, fed one sampled id at a time.
+# -- the adapter took ----------------------------------------------------------------------
+#
+# A llama-cpp-python release is reported to drop ``lora_path`` silently: the model loads, the
+# adapter never applies, and every answer comes from the base model. So after loading, one
+# short probe is read with the adapter and without it; if no logit moved, loading fails.
 
-    End-of-generation, stop strings (checked only once no UTF-8 character is incomplete), the
-    token cap: shared by the serial loop above and the batched one (``llamacpp_batch``), so both
-    stop at the same token with the same text.
-    """
-
-    def __init__(self, llama: Any, prompt: _Prompt, max_tokens: int) -> None:
-        import llama_cpp
-
-        self._llama = llama
-        self._vocab = llama_cpp.llama_model_get_vocab(llama.model)
-        self._is_eog = llama_cpp.llama_vocab_is_eog
-        self._prompt = prompt
-        self._max_tokens = max_tokens
-        self._held = 0
-        self.ids: list[int] = []
-        self.logprobs: list[float] = []
-
-    def add(self, token: int, logprob: float) -> _Sampled | None:
-        """Take one sampled id; the finished generation if it ends here, else None."""
-        self.logprobs.append(logprob)
-        self.ids.append(token)
-        ids, previous = self.ids, self._prompt.ids
-        if self._is_eog(self._vocab, token):
-            text = self._llama.detokenize(ids[:-1], previous)
-            return _Sampled(ids, self.logprobs, text, "stop", eog=True)
-        text = self._llama.detokenize(ids, previous)
-        self._held = _utf8_hold(text, self._held)
-        if self._held > 0:  # a character is still incomplete: no stop check, no cap check yet
-            self._held -= 1
-            return None
-        cut = _stop_position(text, self._prompt.stops)
-        if cut is not None:
-            return _Sampled(ids, self.logprobs, text[:cut], "stop")
-        if len(ids) >= self._max_tokens:
-            return _Sampled(ids, self.logprobs, text, "length")
-        return None
-
-    def ran_dry(self) -> _Sampled:
-        """The generation when the chat format's stopping criterion ended it."""
-        text = self._llama.detokenize(self.ids, self._prompt.ids)
-        return _Sampled(self.ids, self.logprobs, text, "stop")
+_PROBE = b"The special magic number is"
 
 
-def _sampled_logprob(ctx: Any, row: int, n_vocab: int, token: int) -> float:
-    """log p(token) under the raw logits of output ``row`` of the last decode (log-softmax)."""
+def check_adapter_applied(llama: Any, adapter: Path) -> None:
+    """Raise ``BackendError`` unless the adapter llama-cpp-python loaded moves the logits.
+
+    Reads ``_PROBE`` twice on ``llama``'s own context: as loaded, then with every adapter
+    taken off; then puts the adapter back as llama-cpp-python sets it (a few milliseconds)."""
     import llama_cpp
-    import numpy as np
 
-    # The row llama_sampler_sample reads; the sampler copies it before top-k &c.
-    logits = llama_cpp.llama_get_logits_ith(ctx, row)
-    values = np.ctypeslib.as_array(logits, shape=(n_vocab,)).astype(np.float64)
-    top = values.max()
-    return float(values[token] - top - np.log(np.exp(values - top).sum()))
+    loaded = getattr(llama, "_lora_adapter", None)
+    with_adapter = _probe_logits(llama)
+    llama_cpp.llama_set_adapters_lora(llama.ctx, None, 0, None)
+    try:
+        without = _probe_logits(llama)
+    finally:
+        if loaded is not None:
+            adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(loaded)
+            scales = (ctypes.c_float * 1)(llama.lora_scale)
+            llama_cpp.llama_set_adapters_lora(llama.ctx, adapters, 1, scales)
+        llama.reset()
+    if (with_adapter == without).all():
+        raise BackendError(
+            f"the LoRA adapter {adapter} changed no logit: llama-cpp-python "
+            f"{llama_cpp.__version__} loaded the model without applying it (longread is "
+            "tested with the version pinned in its 'local' extra); reinstall that version, "
+            "or run without the adapter (--base-model)"
+        )
 
 
-def _utf8_hold(text: bytes, held: int) -> int:
-    """``_create_completion``'s count of tokens to wait for an incomplete UTF-8 character.
-
-    Copied as is (quirks included) so stop strings and the cap are checked at the same tokens.
-    """
-    for i, byte in enumerate(text[-3:]):
-        back = 3 - i
-        for length, lead in ((2, 192), (3, 224), (4, 240)):
-            if length > back and lead & byte == lead:
-                held = length - back
-    return held
-
-
-def _stop_position(text: bytes, stops: list[bytes]) -> int | None:
-    """Where the text is cut: at the first listed stop string it contains (not the earliest)."""
-    return next((text.index(stop) for stop in stops if stop in text), None)
+def _probe_logits(llama: Any) -> Any:
+    """The last-position logits of ``_PROBE`` read afresh (a copy)."""
+    llama.reset()
+    llama.eval(llama.tokenize(_PROBE, add_bos=True))
+    return row_logits(llama.ctx, -1, int(llama.n_vocab())).copy()

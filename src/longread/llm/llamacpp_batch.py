@@ -9,8 +9,9 @@ One worker owns the context, run on the process's compute thread (``compute_thre
 there is work. Each round it admits waiting calls while seats are free
 (rendering and prefilling each prompt alone, in ``n_batch`` chunks as the serial path does),
 then decodes one token for every active sequence in a single ``llama_decode`` and samples each
-with its own sampler chain, seed and stopping rules (``llamacpp._Stopping``). A finished or
-cancelled call leaves the batch at once and its KV cells are freed for the next call.
+with its own sampler chain, seed and stopping rules (``llamacpp_chat``, the serial path's own).
+A finished or cancelled call leaves the batch at once and its KV cells are freed for the next
+call.
 
 The KV cache is not unified: every sequence has its own stream of ``window`` cells, laid out as
 the serial path's single sequence is, so a sequence's attention never reads another's cells.
@@ -30,16 +31,17 @@ from typing import Any
 from ..errors import BackendError, BudgetError
 from . import compute_thread
 from .base import Completion, Message, SamplingParams
-from .llamacpp import (
-    _chat_sampler_defaults,
-    _llama_error,
-    _Prompt,
-    _render_prompt,
-    _Sampled,
-    _sampled_logprob,
-    _seed_as_create_completion,
-    _Stopping,
-    _token_cap,
+from .llamacpp_chat import (
+    Prompt,
+    Sampled,
+    Stopping,
+    build_sampler,
+    llama_error,
+    render_prompt,
+    row_logits,
+    sampled_logprob,
+    seed_as_create_completion,
+    token_cap,
 )
 
 
@@ -56,9 +58,9 @@ class _Sequence:
 
     seat: int
     call: _Call
-    prompt: _Prompt
-    sampler: Any  # llama_cpp._internals.LlamaSampler, built as Llama.generate builds it
-    rules: _Stopping
+    prompt: Prompt
+    sampler: Any  # llama_cpp._internals.LlamaSampler, from llamacpp_chat.build_sampler
+    rules: Stopping
     evaluated: Any  # np.ndarray: prompt + sampled ids, what the stopping criterion reads
     start: float
     last: int = -1  # the last sampled id, fed to the model in the next step
@@ -180,22 +182,19 @@ class BatchScheduler:
         seat = self._free_seats.pop()
         start = time.perf_counter()
         try:
-            prompt = _render_prompt(self._llama, call.messages, call.params.stop)
-            max_tokens = _token_cap(self._window, len(prompt.ids), call.params.max_tokens)
-            _seed_as_create_completion(self._llama, call.params.seed)
-            sampler = self._llama._init_sampler(
-                temp=call.params.temperature,
-                top_p=call.params.top_p,
-                **_chat_sampler_defaults(),
-            )
+            prompt = render_prompt(self._llama, call.messages, call.params.stop)
+            max_tokens = token_cap(self._window, len(prompt.ids), call.params.max_tokens)
+            # The serial path's seed, then its sampler: same draws for the same call.
+            seed_as_create_completion(self._llama, call.params.seed)
+            sampler = build_sampler(self._llama, call.params, int(self._llama._seed))
             row = self._prefill(seat, prompt.ids)
         except (ValueError, BudgetError, BackendError) as exc:
             self._free(seat)
-            error = _llama_error(exc, self._window) if isinstance(exc, ValueError) else exc
+            error = llama_error(exc, self._window) if isinstance(exc, ValueError) else exc
             _settle(call.future, error=error)
             return
         evaluated = _evaluated_buffer(prompt.ids, max_tokens)
-        rules = _Stopping(self._llama, prompt, max_tokens)
+        rules = Stopping(self._llama, prompt, max_tokens)
         sequence = _Sequence(seat, call, prompt, sampler, rules, evaluated, start)
         self._active.append(sequence)
         self._sample(sequence, row)
@@ -233,20 +232,15 @@ class BatchScheduler:
 
     def _sample(self, sequence: _Sequence, row: int) -> None:
         """Sample ``sequence``'s next id from batch row ``row``; finish it if it ends there."""
-        import llama_cpp
-        import numpy as np
-
         token = sequence.sampler.sample(self._ctx, row)
         recorded = sequence.call.params.record_tokens
-        logprob = _sampled_logprob(self._ctx.ctx, row, self._n_vocab, token) if recorded else 0.0
+        logprob = sampled_logprob(self._ctx.ctx, row, self._n_vocab, token) if recorded else 0.0
         criterion = sequence.prompt.stopping_criteria
         seen = len(sequence.prompt.ids) + len(sequence.rules.ids)
         # The chat format's criterion, called where Llama.generate calls it: on the ids the
         # model has read and the logits the id was sampled from, before the id is kept.
         if criterion is not None:
-            logits = np.ctypeslib.as_array(
-                llama_cpp.llama_get_logits_ith(self._ctx.ctx, row), shape=(self._n_vocab,)
-            )
+            logits = row_logits(self._ctx.ctx, row, self._n_vocab)
             if criterion(sequence.evaluated[:seen], logits):
                 self._finish(sequence, sequence.rules.ran_dry())
                 return
@@ -257,7 +251,7 @@ class BatchScheduler:
         sequence.evaluated[seen] = token
         sequence.last = token
 
-    def _finish(self, sequence: _Sequence, sampled: _Sampled) -> None:
+    def _finish(self, sequence: _Sequence, sampled: Sampled) -> None:
         self._leave(sequence)
         recorded = sequence.call.params.record_tokens
         completion = Completion(

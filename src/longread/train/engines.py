@@ -7,12 +7,16 @@ the way GPU trainers hand generation to vLLM: the sampled ids are carried to the
 are, and the old logprobs are recomputed by the trainer (the gap between the two is logged as
 ``sampler_logprob_gap``). It needs LoRA and a base GGUF of the same weights (for 'smollm2', the
 bundled file converted to F16).
+
+Both sample the one spec of ``llm.base.SamplingParams``: the rollout section's temperature and
+top-p over the full distribution (``TRAINING_SAMPLING``: no top-k, no min-p, no penalties), so
+"temperature 1.0" is the same distribution on either engine (tests/test_sampler_agreement.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..errors import UsageError
 from ..llm.base import LLMBackend
@@ -52,7 +56,25 @@ class LlamaCppEngine:
         self.adapter.parent.mkdir(parents=True, exist_ok=True)
         export_lora_gguf(self.policy.model, self.adapter)
         quant = None if self.base_gguf else "f16"  # the bundled Q4_1 values, exactly, in F16
-        return LlamaCppBackend(self.base_gguf, quant=quant, n_ctx=self.window, adapter=self.adapter)
+        return LlamaCppBackend(
+            self.base_gguf,
+            quant=quant,
+            n_ctx=self.window,
+            adapter=self.adapter,
+            # A LoRA not trained yet (lora_B all zero) moves nothing by design; once it has
+            # learnt anything, an adapter llama.cpp dropped would make every rollout off-policy.
+            check_adapter=lora_moves_anything(self.policy.model),
+        )
+
+
+def lora_moves_anything(model: Any) -> bool:
+    """True when some LoRA ``B`` matrix of ``model`` (a peft model) holds a non-zero value:
+    only then does the adapter change the model's outputs."""
+    return any(
+        bool(parameter.detach().abs().max() > 0)
+        for name, parameter in model.named_parameters()
+        if "lora_B" in name
+    )
 
 
 def make_engine(config: TrainConfig, backend: PolicyBackend, out: Path) -> RolloutEngine:

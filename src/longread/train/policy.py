@@ -4,6 +4,8 @@ Rollouts run the real agents on ``PolicyBackend``, so training reads the same st
 ``ask`` and ``eval``. The backend applies the model's own chat template, samples with the
 temperature the agent asks for (training configs use 1.0), and returns the prompt ids, the sampled
 ids and their logprobs: the loss is computed on exactly those ids, never on re-tokenised text.
+It honours the whole sampling spec (``SamplingParams``: top-k, min-p, penalties) the way the
+llama.cpp engine does, so both rollout engines draw from one distribution.
 
 Sampling is seeded per call from the agent's seed and the prompt ids, so a rollout does not
 depend on the order in which concurrent rollouts reach the model (which keeps a resumed training
@@ -65,8 +67,8 @@ class Policy:
 
 
 @dataclass
-class Sample:
-    """One sampled completion: ids, their logprobs (temperature 1, raw logits), why it ended."""
+class SampledTokens:
+    """The ids one call sampled, their logprobs (temperature 1, raw logits) and why it ended."""
 
     ids: list[int]
     logprobs: list[float]
@@ -83,18 +85,19 @@ def call_seed(seed: int, prompt_ids: Sequence[int]) -> int:
 def sample(
     model: Any,
     prompt_ids: Sequence[int],
+    params: SamplingParams,
     *,
     max_tokens: int,
-    temperature: float,
-    top_p: float,
     eos_ids: frozenset[int],
     generator: torch.Generator | None = None,
-) -> Sample:
-    """Sample up to ``max_tokens`` ids after ``prompt_ids`` with a KV cache.
+) -> SampledTokens:
+    """Sample up to ``max_tokens`` ids after ``prompt_ids`` with a KV cache, as ``params``
+    says (``SamplingParams``: penalties, temperature, top-k, top-p, min-p, in that order, as
+    every backend applies them; ``temperature == 0`` is greedy).
 
-    ``temperature == 0`` is greedy. ``logprobs[i]`` is log-softmax of the raw logits
-    ``ids[i]`` was drawn from (temperature 1, before top-p), the definition every longread
-    backend records, so sampler and trainer logprobs can be compared."""
+    ``logprobs[i]`` is log-softmax of the raw logits ``ids[i]`` was drawn from (temperature 1,
+    before any of that), the definition every longread backend records, so sampler and
+    trainer logprobs can be compared."""
     ids: list[int] = []
     logprobs: list[float] = []
     inputs = torch.tensor([list(prompt_ids)], dtype=torch.long)
@@ -103,28 +106,54 @@ def sample(
         out = model(input_ids=inputs, past_key_values=past, use_cache=True)
         past = out.past_key_values
         logits = out.logits[0, -1].float()
-        token = _pick(logits, temperature, top_p, generator)
+        token = pick(logits, params, ids, generator)
         ids.append(token)
         logprobs.append(float(torch.log_softmax(logits, dim=-1)[token]))
         if token in eos_ids:
-            return Sample(ids, logprobs, "stop")
+            return SampledTokens(ids, logprobs, "stop")
         inputs = torch.tensor([[token]], dtype=torch.long)
-    return Sample(ids, logprobs, "length")
+    return SampledTokens(ids, logprobs, "length")
 
 
-def _pick(
-    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
+def pick(
+    logits: torch.Tensor,
+    params: SamplingParams,
+    sampled: Sequence[int] = (),
+    generator: torch.Generator | None = None,
 ) -> int:
-    if temperature <= 0.0:
+    """One id drawn from raw ``logits`` as ``params`` says, ``sampled`` being the ids this
+    completion drew before (what the penalties count)."""
+    logits = _penalised(logits, params, sampled)
+    if params.temperature <= 0.0:
         return int(torch.argmax(logits))
-    probs = torch.softmax(logits / temperature, dim=-1)
-    if top_p < 1.0:
+    probs = torch.softmax(logits / params.temperature, dim=-1)
+    if 0 < params.top_k < probs.numel():
+        kth = torch.topk(probs, params.top_k).values[-1]
+        probs = torch.where(probs >= kth, probs, 0.0)
+    if params.top_p < 1.0:
+        probs = probs / probs.sum()
         sorted_probs, order = torch.sort(probs, descending=True)
         # Keep the smallest prefix whose mass reaches top_p (the first token always stays).
-        outside = torch.cumsum(sorted_probs, dim=-1) - sorted_probs >= top_p
+        outside = torch.cumsum(sorted_probs, dim=-1) - sorted_probs >= params.top_p
         sorted_probs[outside] = 0.0
         probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
+    if params.min_p > 0.0:
+        probs = torch.where(probs >= params.min_p * probs.max(), probs, 0.0)
     return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def _penalised(
+    logits: torch.Tensor, params: SamplingParams, sampled: Sequence[int]
+) -> torch.Tensor:
+    """``logits`` with the penalties applied to the ids already sampled (llama.cpp's and
+    Hugging Face's repeat penalty; OpenAI's frequency and presence penalties)."""
+    if not params.penalised or not sampled:
+        return logits
+    ids, counts = torch.unique(torch.tensor(list(sampled)), return_counts=True)
+    seen = logits[ids]
+    seen = torch.where(seen <= 0, seen * params.repeat_penalty, seen / params.repeat_penalty)
+    seen = seen - counts * params.frequency_penalty - params.presence_penalty
+    return logits.index_put((ids,), seen)
 
 
 class PolicyBackend:
@@ -173,9 +202,8 @@ class PolicyBackend:
             drawn = sample(
                 model,
                 prompt,
+                params,
                 max_tokens=min(params.max_tokens, room) if params.max_tokens > 0 else room,
-                temperature=params.temperature,
-                top_p=params.top_p,
                 eos_ids=self.policy.eos_ids,
                 generator=generator,
             )
