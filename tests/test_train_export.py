@@ -496,9 +496,9 @@ def agreement(model, quant: str, adapter: Path) -> dict[str, float]:
 
 def _chat_prompt_ids(backend: LlamaCppBackend) -> list[int]:
     """The chat prompt as llama.cpp tokenises it; both models read these same ids."""
-    from longread.llm.llamacpp import _render_prompt
+    from longread.llm.llamacpp_chat import render_prompt
 
-    return _render_prompt(backend.llama, PROMPT, ()).ids
+    return render_prompt(backend.llama, PROMPT, ()).ids
 
 
 @pytest.mark.model

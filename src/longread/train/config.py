@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..llm.base import TRAINING_SAMPLING
 
 # Who samples the rollouts (see engines.py); here so that checking a config needs no torch.
 ENGINES = ("transformers", "llamacpp")
@@ -79,8 +80,12 @@ class DataSection:
 class RolloutSection:
     questions: int = option(4, "questions (groups) per step")
     rollouts: int = option(4, "rollouts per question (n); advantages are relative within them")
-    temperature: float = option(1.0, "sampling temperature of rollouts (the papers use 1.0)")
-    top_p: float = option(1.0, "nucleus sampling of rollouts")
+    # The training preset: the full distribution at temperature 1.0 (no top-k, no min-p, no
+    # penalties on either engine), the one the loss's logprobs describe.
+    temperature: float = option(
+        TRAINING_SAMPLING.temperature, "sampling temperature of rollouts (the papers use 1.0)"
+    )
+    top_p: float = option(TRAINING_SAMPLING.top_p, "nucleus sampling of rollouts")
     engine: str = option(
         "transformers",
         "transformers (the policy's own fp32 weights: exactly on-policy, slow) or llamacpp "
