@@ -80,10 +80,19 @@ def portable_path(value: str, run_dir: Path) -> str:
     repository = _repository(root)
     if repository is not None and path.is_relative_to(repository):
         return Path(os.path.relpath(path, root)).as_posix()
-    home = Path.home().resolve()
-    if home != Path(home.anchor) and path.is_relative_to(home):
+    home = _home()
+    if home is not None and path.is_relative_to(home):
         return "~/" + path.relative_to(home).as_posix()
     return str(path)
+
+
+def _home() -> Path | None:
+    """The home folder, None when there is none to speak of (unset, or ``/``)."""
+    try:
+        home = Path.home().resolve()
+    except (RuntimeError, KeyError):  # no HOME and no password entry
+        return None
+    return None if home == Path(home.anchor) else home
 
 
 def resolve_path(value: str, run_dir: Path) -> Path:
