@@ -186,6 +186,57 @@ def test_each_paragraph_is_tokenised_about_once(bpe):
     assert sum(calls) < 2.5 * len(text)
 
 
+class OneAtATime:
+    """``tokenizer``'s counts one text at a time, nothing else: how a chunk is counted when no
+    guess is made."""
+
+    def __init__(self, tokenizer) -> None:
+        self.name = "one-at-a-time"
+        self.tokenizer = tokenizer
+        self.round_trips: list[int] = []  # one entry a call (append is thread-safe)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def count(self, text: str) -> int:
+        self.round_trips.append(1)
+        return self.tokenizer.count(text)
+
+
+class Batched(OneAtATime):
+    """Counts as a server does: many texts in one round trip (``count_many``), and no word on
+    which joins are clean (no ``cuts_between``), so every chunk is counted as a whole."""
+
+    name = "batched"
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        self.round_trips.append(len(texts))
+        return [self.tokenizer.count(text) for text in texts]
+
+
+def test_chunks_guessed_ahead_are_counted_in_few_round_trips(bpe):
+    # A server tokenizer counts each chunk as a whole: guessed from the paragraphs' counts,
+    # several chunks go in one round trip with the chunk the packer needs now.
+    text = document(2000, seed=4)
+    paragraphs = text.count("\n\n") + 1
+    batched, alone = Batched(bpe), OneAtATime(bpe)
+    chunks = chunk_text(text, batched, max_tokens=1000)
+    assert chunks == chunk_text(text, alone, max_tokens=1000)
+    check(chunks, text, bpe, 1000)
+    assert len(alone.round_trips) >= paragraphs + len(chunks) - 1  # the last is not counted
+    assert len(batched.round_trips) < len(chunks) / 2
+
+
+def test_wrong_guesses_cost_round_trips_not_exactness():
+    # Every ". " costs a token only the joined text shows: the paragraphs' counts add up to
+    # less than a chunk's, and guessed chunks are seldom the ones the packer counts.
+    tok = PenaltyTokenizer()
+    text = "\n\n".join(" ".join(f"Sentence {i}." for i in range(j, j + 5)) for j in range(400))
+    chunks = chunk_text(text, Batched(tok), max_tokens=300)
+    assert chunks == chunk_text(text, OneAtATime(tok), max_tokens=300)
+    check(chunks, text, tok, 300)
+
+
 # --- edge cases ------------------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ from longread.errors import BackendError
 from longread.llm.base import SamplingParams
 from longread.text import ServerTokenizer, achunk_text, chunk_text
 from longread.text._server_tokenizer import BATCH_TEXTS, map_concurrently
+from longread.text.chunking import _GUESSED_CHUNKS
 
 from .scripted import ScriptedBackend
 from .text_helpers import document, server_ids
@@ -140,10 +141,10 @@ def test_chunks_are_those_of_one_request_per_paragraph_in_fewer_requests(serve, 
     assert batched < one_by_one / 4
 
 
-def test_a_long_document_costs_a_request_per_batch_and_about_one_a_chunk(serve):
-    """``ask`` against llama.cpp's /tokenize sent a request per paragraph (27,037 for a
-    2M-token document). The paragraphs now go ``BATCH_TEXTS`` to a request; what is left is
-    the packer's count of a chunk as a whole (about one a chunk) and the probes."""
+def test_a_long_document_costs_far_fewer_requests_than_chunks(serve):
+    """``ask`` against llama.cpp's /tokenize sent a request a paragraph, and one a chunk
+    (27,037 for a 2M-token document). Now the paragraphs go ``BATCH_TEXTS`` to a request, and
+    each chunk's count comes with the next chunks' guesses, ``_GUESSED_CHUNKS`` a request."""
     server = serve("llama.cpp")
     text = document(3000, seed=3)
     paragraphs = text.count("\n\n") + 1
@@ -151,10 +152,9 @@ def test_a_long_document_costs_a_request_per_batch_and_about_one_a_chunk(serve):
         chunks = chunk_text(text, tok, max_tokens=2000)
     assert all(c.tokens == len(server_ids(c.text)) <= 2000 for c in chunks)
     sent = len(server.requests)
-    batches = sum(isinstance(body.get("content"), list) for _, body in server.requests)
-    assert batches <= math.ceil(paragraphs / BATCH_TEXTS) + 2  # + one per _COUNT_BATCH tail
-    assert sent <= batches + 2 * len(chunks) + 8  # 8: probing the server
-    assert sent < paragraphs / 10
+    expected = math.ceil(paragraphs / BATCH_TEXTS) + math.ceil(len(chunks) / _GUESSED_CHUNKS)
+    assert sent <= 1.5 * expected + 8  # 8: probing the server
+    assert sent < len(chunks) < paragraphs / 25
 
 
 async def test_an_agents_prompt_of_several_messages_is_one_request(serve):

@@ -13,6 +13,9 @@ seems not to fit, the chunk so far is counted again as a whole and that exact si
 if a chunk's exact size overshoots when it is emitted, its last pieces move to the next chunk.
 A tokenizer that can vouch for a join (``cuts_between``: no token spans it) spares that second
 count: where it vouches for every join in the chunk, the sum of the pieces' counts is exact.
+One that cannot but counts many texts at once (``count_many``: a server) is asked, with the
+chunk it must count, for the next few chunks as the paragraphs' counts predict them: one round
+trip then serves several chunks, and a wrong guess costs nothing but the guess.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import os
 import tempfile
 import threading
 from array import array
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +45,9 @@ _MAX_CARRIED_SPACE = 1 << 16
 # Paragraphs counted together by a tokenizer with ``count_many``: enough to keep its threads
 # busy, few enough that memory stays bounded (and a cancel is seen soon).
 _COUNT_BATCH = 256
+# Chunks guessed ahead, and counted together with the chunk the packer must count, by a
+# tokenizer with ``count_many`` but no ``cuts_between``; the paragraphs read ahead for them.
+_GUESSED_CHUNKS = 8
 
 T = TypeVar("T")
 
@@ -79,12 +86,51 @@ def iter_chunks(
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
     if not 0.0 <= min_fill <= 1.0:
         raise ValueError(f"min_fill must be between 0 and 1, got {min_fill}")
-    packer = _Packer(tokenizer, max_tokens, min_fill)
-    for paragraph, tokens in _counted(_lead_with_separators(paragraphs), tokenizer):
+    counted = _counted(_lead_with_separators(paragraphs), tokenizer)
+    ahead = _Ahead(counted, _GUESSED_CHUNKS * max_tokens if _guesses(tokenizer) else 0)
+    packer = _Packer(tokenizer, max_tokens, min_fill, ahead)
+    while (item := ahead.next()) is not None:
         if cancel is not None and cancel.is_set():
             raise ChunkingCancelled
+        paragraph, tokens = item
         yield from packer.feed(paragraph, _PARAGRAPH, tokens=tokens)
     yield from packer.finish()
+
+
+def _guesses(tokenizer: Tokenizer) -> bool:
+    """Whether guessing chunks ahead pays: the tokenizer counts many texts at once, and cannot
+    vouch for joins (so that the packer counts every chunk as a whole)."""
+    return hasattr(tokenizer, "count_many") and not hasattr(tokenizer, "cuts_between")
+
+
+class _Ahead:
+    """The counted paragraphs, read ``tokens`` tokens ahead of the packer (one paragraph when
+    0), so that the packer can guess where the next chunks end."""
+
+    def __init__(self, counted: Iterator[tuple[str, int | None]], tokens: int) -> None:
+        self.counted = counted
+        self.tokens = tokens
+        self.items: deque[tuple[str, int | None]] = deque()
+        self.held = 0  # the tokens in items
+
+    def next(self) -> tuple[str, int | None] | None:
+        """The next paragraph and its count (None: not counted), or None at the end."""
+        while not self.items or self.held < self.tokens:
+            item = next(self.counted, None)
+            if item is None:
+                break
+            self.items.append(item)
+            self.held += _weight(item)
+        if not self.items:
+            return None
+        item = self.items.popleft()
+        self.held -= _weight(item)
+        return item
+
+
+def _weight(item: tuple[str, int | None]) -> int:
+    # At least 1: a stream of texts without tokens is still read only so far ahead.
+    return max(item[1] or 0, 1)
 
 
 def _counted(paragraphs: Iterable[str], tokenizer: Tokenizer) -> Iterator[tuple[str, int | None]]:
@@ -327,10 +373,15 @@ def _split(text: str, level: int) -> list[str]:
 class _Packer:
     """Packs pieces into the current chunk and emits chunks; see the module docstring."""
 
-    def __init__(self, tokenizer: Tokenizer, max_tokens: int, min_fill: float) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, max_tokens: int, min_fill: float, ahead: _Ahead | None = None
+    ) -> None:
         self.tokenizer = tokenizer
         self.max_tokens = max_tokens
         self.full_enough = min_fill * max_tokens
+        # Paragraphs not fed yet, and the exact counts of the chunk texts guessed from them.
+        self.ahead = ahead
+        self.guessed: dict[str, int] = {}
         self.pieces: list[str] = []
         self.counts: list[int] = []  # each piece counted alone
         # Whether the tokenizer provably cuts between each piece and the one before it (see
@@ -353,7 +404,7 @@ class _Packer:
         while self.total + tokens > self.max_tokens:
             if not self.exact:
                 # Pieces rarely count the same alone as together; decide on the exact size.
-                self._recount()
+                self._recount(pending=(text, tokens))
                 continue
             atomic = level == _CHARS and len(text) == 1
             # Cutting early only pays at a real boundary: between two halves of a word there
@@ -404,9 +455,40 @@ class _Packer:
         cuts_between = getattr(self.tokenizer, "cuts_between", None)
         return cuts_between is not None and bool(cuts_between(self.pieces[-1], text))
 
-    def _recount(self) -> None:
-        self.total = self.tokenizer.count("".join(self.pieces))
+    def _recount(self, pending: tuple[str, int] | None = None) -> None:
+        self.total = self._count_joined(self.pieces, pending)
         self.exact = True
+
+    def _count_joined(self, pieces: list[str], pending: tuple[str, int] | None = None) -> int:
+        """The exact count of ``pieces`` joined: a guess counted earlier, else counted now, with
+        the next chunks guessed when ``pending`` (the piece that did not fit) is given."""
+        text = "".join(pieces)
+        known = self.guessed.pop(text, None)
+        if known is not None:
+            return known
+        guesses = self._guess_chunks(pending) if pending and self.ahead else []
+        if not guesses:
+            return self.tokenizer.count(text)
+        counts = self.tokenizer.count_many([text, *guesses])  # type: ignore[attr-defined]
+        self.guessed = dict(zip(guesses, counts[1:], strict=True))  # older guesses are stale
+        return int(counts[0])
+
+    def _guess_chunks(self, pending: tuple[str, int]) -> list[str]:
+        """The texts of the next chunks as the counts predict them, if the current chunk ends
+        before ``pending``: whole pieces packed while their counts' sum fits (what the packer
+        will count as a whole when the next piece does not fit)."""
+        assert self.ahead is not None
+        guesses: list[str] = []
+        pieces, total = [pending[0]], pending[1]
+        for text, tokens in self.ahead.items:
+            if tokens is None or tokens > self.max_tokens or len(guesses) == _GUESSED_CHUNKS:
+                break
+            if total + tokens > self.max_tokens:
+                guesses.append("".join(pieces))
+                pieces, total = [], 0
+            pieces.append(text)
+            total += tokens
+        return guesses
 
     def _close(self) -> Chunk:
         """Emit the current chunk; if its exact size overshoots, its last pieces move on to the
@@ -416,7 +498,7 @@ class _Packer:
         keep = len(self.pieces)
         while self.total > self.max_tokens and keep > 1:
             keep = self._keep_without(self.total - self.max_tokens, keep)
-            self.total = self.tokenizer.count("".join(self.pieces[:keep]))
+            self.total = self._count_joined(self.pieces[:keep])
         # One piece alone always fits: it was only accepted because its own count did.
         assert self.total <= self.max_tokens, (self.total, self.max_tokens)
         chunk = Chunk(self.index, "".join(self.pieces[:keep]), self.total)
