@@ -42,8 +42,7 @@ $(VERL_STAMP): $(FAST_STAMP)
 install-verl: $(VERL_STAMP)
 
 demo: install
-	$(BIN)/longread ask examples/needle.txt --chunk-tokens 1000 --memory-tokens 256 \
-		--question "$(DEMO_QUESTION)"
+	$(BIN)/longread ask examples/needle.txt --question "$(DEMO_QUESTION)"
 
 lint: install
 	$(BIN)/ruff check src tests bench scripts

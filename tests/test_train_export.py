@@ -28,9 +28,11 @@ from longread.errors import UsageError
 from longread.eval.store import RunStore, run_config
 from longread.llm.factory import BackendSettings, make_backend
 from longread.llm.llamacpp import LlamaCppBackend
+from longread.llm.trained_settings import TrainedSettings, read_trained_settings
 from longread.train import export as export_module
 from longread.train import smollm2
-from longread.train.export import export_lora_gguf
+from longread.train.config import AgentSection
+from longread.train.export import export_lora_gguf, save_peft_adapter, trained_settings
 
 ALL_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 GGUF_NAMES = {
@@ -127,6 +129,33 @@ def test_export_writes_llamacpp_names_shapes_metadata_and_permuted_qk(tmp_path):
             np.testing.assert_array_equal(lora_b, want)
             if heads is not None:
                 assert not np.array_equal(lora_b, b)  # the permutation did something
+
+
+def test_the_settings_it_was_trained_with_are_written_beside_the_adapter(tmp_path):
+    section = AgentSection(prompt_set="notes", chunk_tokens=700, memory_tokens=96, final_tokens=40)
+    path = export_lora_gguf(
+        tiny_peft(), tmp_path / "adapter.gguf", trained_with=trained_settings(section)
+    )
+    assert json.loads((tmp_path / "adapter.json").read_text()) == {
+        "adapter": "adapter.gguf",
+        "trained_with": {"agent": "memagent", "prompt_set": "notes", "chunk_tokens": 700,
+                         "memory_tokens": 96, "final_tokens": 40},
+    }  # fmt: skip
+    assert read_trained_settings(path) == TrainedSettings("memagent", "notes", 700, 96, 40)
+    export_lora_gguf(tiny_peft(), path)  # another adapter, its settings unknown
+    assert not (tmp_path / "adapter.json").exists() and read_trained_settings(path) is None
+
+
+def test_the_peft_adapter_of_the_bundled_model_names_no_machine_path(tmp_path):
+    model = tiny_peft()
+    cache = str(tmp_path / "cache" / "SmolLM2-135M-Instruct-hf")
+    model.get_base_model().config._name_or_path = cache  # as loaded from the cache
+    model.peft_config["default"].base_model_name_or_path = cache
+    save_peft_adapter(model, tmp_path / "adapter", "smollm2")
+    saved = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert saved["base_model_name_or_path"] == "smollm2"
+    assert str(tmp_path) not in (tmp_path / "adapter" / "README.md").read_text()
+    assert model.peft_config["default"].base_model_name_or_path == cache  # the model unchanged
 
 
 def test_the_gguf_shape_is_llamacpps_element_order(tmp_path):

@@ -25,6 +25,7 @@ from .options import (
     check_output_file,
     record_tokens_option,
     run_or_exit,
+    with_trained_settings,
 )
 
 
@@ -74,7 +75,7 @@ def run(
     Interrupted runs resume: the same command skips finished samples and retries failed ones.
     """
     settings = dataclasses.replace(backend_settings(options), max_concurrency=concurrency)
-    config = make_config(agent, **options)
+    config = make_config(agent, **with_trained_settings(agent, settings, options))
     job = _eval_run(data, agent, config, settings, out, concurrency, limit, progress, record_tokens)
     summary = run_or_exit(job)
     _print_summary(summary, out)

@@ -29,6 +29,7 @@ from .options import (
     check_output_file,
     record_tokens_option,
     run_or_exit,
+    with_trained_settings,
 )
 from .progress import RunProgress
 from .serve import serve_command
@@ -118,7 +119,7 @@ def ask(
     for trace in traces:
         check_output_file(trace, "--trace")
     settings = backend_settings(options)
-    config = make_config(agent, **options)
+    config = make_config(agent, **with_trained_settings(agent, settings, options))
     with checked_document(file) as (path, name):
         writers: list[TraceWriter] = []
         try:

@@ -15,8 +15,11 @@ from typing import Any, TypeVar
 import click
 
 from ..agents.prompts import PROMPT_SETS
+from ..agents.registry import AGENTS
 from ..errors import UsageError
 from ..llm.factory import BackendSettings
+from ..llm.memory_adapter import bundled_memory_adapter
+from ..llm.trained_settings import TrainedSettings, read_trained_settings
 
 T = TypeVar("T")
 
@@ -131,17 +134,20 @@ def backend_options(func: Any) -> Any:
 
 
 def agent_options(func: Any) -> Any:
-    """Reading settings. Unset flags keep the chosen agent's own (paper) defaults; a flag the
-    agent does not use is refused."""
+    """Reading settings. Unset flags keep the chosen agent's own (paper) defaults, or, for
+    the agent an applied adapter was trained for, the settings it was trained with
+    (``with_trained_settings``); a flag the agent does not use is refused."""
     int_option = click.IntRange(min=1)
     options = [
         click.option("--chunk-tokens", type=int_option,
-                     help="Largest chunk per call, shrunk to fit the window [5000]."),
+                     help="Largest chunk per call, shrunk to fit the window [5000, or as the "
+                          "adapter was trained (shipped: 1000)]."),
         click.option("--memory-tokens", type=int_option,
-                     help="Memory cap, new tokens per rewrite [memagent/memreread: 1024; "
-                          "rememr1: 2048]."),
+                     help="Memory cap, new tokens per rewrite [memagent/memreread: 1024, or "
+                          "as the adapter was trained (shipped: 256); rememr1: 2048]."),
         click.option("--final-tokens", type=int_option,
-                     help="New tokens for the final answer [1024; rememr1: 2048]."),
+                     help="New tokens for the final answer [1024, or as the adapter was "
+                          "trained (shipped: 32); rememr1: 2048]."),
         click.option("--max-reread", type=click.IntRange(min=0),
                      help="memreread: rereads at most [2]."),
         click.option("--decide-tokens", type=int_option,
@@ -158,7 +164,8 @@ def agent_options(func: Any) -> Any:
         click.option("--seed", type=int, help="Sampling seed, for reproducible sampled runs."),
         click.option("--prompt-set", type=click.Choice(list(PROMPT_SETS)),
                      help="Bundled prompts: paper (free-rewrite memory, the papers' method) "
-                          "or notes (append-only verbatim notes) [paper]."),
+                          "or notes (append-only verbatim notes) [paper, or as the adapter was "
+                          "trained]."),
         click.option("--prompt-dir", type=click.Path(file_okay=False, exists=True),
                      help="Folder with your own prompt files (same names as the bundled ones)."),
         click.option("--section-first", is_flag=True, default=None,
@@ -214,6 +221,65 @@ def backend_settings(options: dict[str, Any]) -> BackendSettings:
         base_model=options.pop("base_model"),
         parallel=options.pop("parallel"),
     )
+
+
+# How each trained setting is said on stderr, and the flag that overrides it.
+_TRAINED_WORDS = {
+    "chunk_tokens": ("{}-token chunks", "--chunk-tokens"),
+    "memory_tokens": ("{}-token memory", "--memory-tokens"),
+    "final_tokens": ("{}-token final answers", "--final-tokens"),
+    "prompt_set": ("{} prompts", "--prompt-set"),
+}
+
+
+def adapter_trained_settings(settings: BackendSettings) -> tuple[str, TrainedSettings] | None:
+    """What the run's LoRA adapter was trained with (the JSON beside it), and how to name the
+    adapter in a message; None when the run applies no adapter (a server, ``--base-model``,
+    another ``--gguf``) or its adapter records no settings."""
+    if settings.resolved_backend() != "llamacpp":
+        return None
+    adapter = settings.applied_adapter()
+    trained = read_trained_settings(adapter) if adapter else None
+    if adapter is None or trained is None:
+        return None
+    shipped = bundled_memory_adapter()
+    name = (
+        "the memory adapter" if shipped and Path(adapter) == shipped else f"the adapter {adapter}"
+    )
+    return name, trained
+
+
+def trained_settings_apply(agent: str, trained: TrainedSettings) -> bool:
+    """Whether ``agent`` reads the way ``trained.agent`` did: it is that agent, or its config
+    extends that agent's (memreread reads with memagent's update calls, then rereads). Other
+    agents (rememr1's recall format, full, rag) keep their own defaults: the adapter never
+    learned their calls."""
+    spec, trained_spec = AGENTS.get(agent), AGENTS.get(trained.agent)
+    return bool(spec and trained_spec and issubclass(spec.config, trained_spec.config))
+
+
+def with_trained_settings(
+    agent: str, settings: BackendSettings, options: dict[str, Any]
+) -> dict[str, Any]:
+    """``options`` (agent flags, None where not given) with the settings the run's adapter was
+    trained with in place of the flags not given, said once on stderr. Flags given win."""
+    found = adapter_trained_settings(settings)
+    if found is None or not trained_settings_apply(agent, found[1]):
+        return options
+    name, trained = found
+    filled = {k: v for k, v in trained.options().items() if options.get(k) is None}
+    if filled:
+        click.echo(f"longread: {describe_trained(name, filled)}", err=True)
+    return {**options, **filled}
+
+
+def describe_trained(name: str, filled: dict[str, Any]) -> str:
+    """``the memory adapter was trained with 1000-token chunks, ...; using them (give
+    --chunk-tokens/... to override)``."""
+    names = [k for k in _TRAINED_WORDS if k in filled]
+    said = [_TRAINED_WORDS[k][0].format(filled[k]) for k in names]
+    flags = "/".join(_TRAINED_WORDS[k][1] for k in names)
+    return f"{name} was trained with {', '.join(said)}; using them (give {flags} to override)"
 
 
 def check_output_file(path: str, flag: str) -> None:

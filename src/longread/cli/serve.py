@@ -13,7 +13,14 @@ from ..errors import UsageError
 from ..llm.base import LLMBackend
 from ..llm.factory import BackendSettings, make_backend, make_tokenizer
 from ..text.tokenizer import Tokenizer
-from .options import agent_options, backend_options, backend_settings
+from .options import (
+    adapter_trained_settings,
+    agent_options,
+    backend_options,
+    backend_settings,
+    describe_trained,
+    trained_settings_apply,
+)
 
 MB = 1024 * 1024
 
@@ -128,6 +135,7 @@ def serve_command(
     settings.resolved_backend()  # a bad backend flag is refused now, not at the first request
     defaults = {k: v for k, v in options.items() if v is not None}
     _check_defaults(defaults)
+    trained = _trained_defaults(settings, defaults)
     config = ServeConfig(
         keys=tuple(keys),
         runs_dir=runs_dir or default_runs_dir(),
@@ -139,6 +147,7 @@ def serve_command(
         cancel_after=cancel_after,
         keep_finished=keep_finished,
         agent_defaults=defaults,
+        trained_defaults=trained,
     )
     if not config.keys and not is_loopback(host):
         click.echo(
@@ -165,6 +174,27 @@ def _check_defaults(defaults: dict[str, Any]) -> None:
     """Refuse agent flags now that no agent could take (each agent takes the ones it has)."""
     for name, spec in AGENTS.items():
         make_config(name, **{k: v for k, v in defaults.items() if k in spec.option_names()})
+
+
+def _trained_defaults(
+    settings: BackendSettings, defaults: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Per agent, the settings the applied adapter was trained with that no flag sets (only
+    the agents that read as it was trained: ``trained_settings_apply``), said once."""
+    found = adapter_trained_settings(settings)
+    if found is None:
+        return {}
+    name, trained = found
+    filled = {k: v for k, v in trained.options().items() if k not in defaults}
+    agents = [agent for agent in AGENTS if trained_settings_apply(agent, trained)]
+    if not filled or not agents:
+        return {}
+    click.echo(
+        f"longread: {describe_trained(name, filled)}; for {', '.join(agents)} requests that "
+        "do not set them",
+        err=True,
+    )
+    return {agent: filled for agent in agents}
 
 
 class _Prepared:

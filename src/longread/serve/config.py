@@ -50,6 +50,9 @@ class ServeConfig:
     # Agent settings every request starts from (the CLI's agent flags); a request's own
     # ``longread`` options override them. Each agent takes the ones it has.
     agent_defaults: dict[str, Any] = field(default_factory=dict)
+    # Per agent, the settings the embedded model's adapter was trained with (memagent and
+    # memreread on the shipped memory adapter): beneath agent_defaults, above the agent's own.
+    trained_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.runs_dir = Path(self.runs_dir).expanduser()

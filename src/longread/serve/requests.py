@@ -112,7 +112,8 @@ def resolve(body: ChatRequest, settings: ServeConfig, client: str) -> RunRequest
         raise _bad(
             f"longread.reasoning must be one of {', '.join(REASONING)}", "longread.reasoning"
         )
-    config = _config(agent, body, extension, settings.agent_defaults)
+    defaults = {**settings.trained_defaults.get(agent, {}), **settings.agent_defaults}
+    config = _config(agent, body, extension, defaults)
     messages = [m.model_dump() for m in body.messages]
     found = extract(messages, document, settings.max_document_bytes)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)

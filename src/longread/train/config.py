@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..agents.memagent import MemAgentConfig
+from ..agents.prompts import DEFAULT_PROMPT_SET
 from ..errors import UsageError
 from ..llm.base import TRAINING_SAMPLING
 
@@ -54,10 +56,18 @@ class ModelSection:
 @dataclass
 class AgentSection:
     name: str = option("memagent", "the agent rolled out: memagent, rememr1 or memreread")
-    prompt_set: str = option("notes", "bundled prompt set: 'paper' or 'notes'")
-    chunk_tokens: int = option(500, "largest chunk of the document per update call")
-    memory_tokens: int = option(128, "max new tokens of each memory update (the memory cap)")
-    final_tokens: int = option(64, "max new tokens of the final answer")
+    # The defaults are memagent's own, as ask, eval and serve use them (the papers' settings),
+    # so that a model trained with the defaults is read the way it was trained.
+    prompt_set: str = option(
+        DEFAULT_PROMPT_SET, "bundled prompt set: 'paper' or 'notes' (ask's default: paper)"
+    )
+    chunk_tokens: int = option(
+        MemAgentConfig.chunk_tokens, "largest chunk of the document per update call"
+    )
+    memory_tokens: int = option(
+        MemAgentConfig.memory_tokens, "max new tokens of each memory update (the memory cap)"
+    )
+    final_tokens: int = option(MemAgentConfig.final_tokens, "max new tokens of the final answer")
     options: dict[str, Any] = field(
         default_factory=dict,
         metadata=helped("further options of the agent's config (e.g. max_rereads)"),

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
+from ..llm.trained_settings import TrainedSettings, write_trained_settings
+from .config import AgentSection, ModelSection
 
 SUPPORTED_ARCHITECTURES = ("llama",)
 # The Hugging Face module names a llama adapter may target, and their llama.cpp tensor names.
@@ -50,10 +52,18 @@ class _LoraPair:
 
 
 def export_lora_gguf(
-    peft_model: Any, path: str | Path, *, base_architecture: str = "llama"
+    peft_model: Any,
+    path: str | Path,
+    *,
+    base_architecture: str = "llama",
+    trained_with: TrainedSettings | None = None,
 ) -> Path:
     """Write the active LoRA adapter of ``peft_model`` (a ``peft.PeftModel`` over a
     ``LlamaForCausalLM``) as a llama.cpp adapter GGUF at ``path``; returns the path.
+
+    ``trained_with``, the agent settings the adapter was trained with, goes into the JSON
+    beside it (``adapter.gguf`` -> ``adapter.json``), where ``ask``, ``eval run`` and ``serve``
+    read it; without it, a JSON an earlier export left there is removed.
 
     Any subset of the q, k, v, o, gate, up and down projections may be adapted, with any rank
     and alpha per module (``rank_pattern``, ``alpha_pattern``, rsLoRA): llama.cpp has a single
@@ -84,7 +94,37 @@ def export_lora_gguf(
     tensors = _adapter_tensors(base, adapter, alpha)
     if not tensors:
         raise UsageError("the model has no LoRA layers to export")
-    return _write(Path(path), base_architecture, alpha, tensors)
+    written = _write(Path(path), base_architecture, alpha, tensors)
+    write_trained_settings(written, trained_with)
+    return written
+
+
+def save_peft_adapter(peft_model: Any, folder: str | Path, model_path: str) -> None:
+    """peft's ``save_pretrained`` into ``folder``. For the bundled model (``model_path``
+    ``"smollm2"``) the adapter's config and model card name the base model that way, not by
+    the cache folder it was converted into, which is a path of this machine only."""
+    if model_path != ModelSection.path:
+        peft_model.save_pretrained(folder)
+        return
+    base = peft_model.get_base_model().config
+    config = peft_model.peft_config[_active_adapter(peft_model)]
+    before = base._name_or_path, config.base_model_name_or_path
+    base._name_or_path = config.base_model_name_or_path = model_path
+    try:
+        peft_model.save_pretrained(folder)
+    finally:
+        base._name_or_path, config.base_model_name_or_path = before
+
+
+def trained_settings(agent: AgentSection) -> TrainedSettings:
+    """The settings a training config's ``[agent]`` reads with, as recorded beside its adapter."""
+    return TrainedSettings(
+        agent=agent.name,
+        prompt_set=agent.prompt_set,
+        chunk_tokens=agent.chunk_tokens,
+        memory_tokens=agent.memory_tokens,
+        final_tokens=agent.final_tokens,
+    )
 
 
 def _adapter_tensors(base: Any, adapter: str, alpha: float) -> list[_LoraPair]:

@@ -1,0 +1,88 @@
+"""The agent settings a LoRA adapter was trained with, kept in a JSON file beside it.
+
+An adapter learns to read the way its training read: the prompt set, the chunk size, the memory
+cap and the final-answer budget. Read another way (5,000-token chunks where it saw 1,000) it
+meets inputs it never saw. So every adapter the trainer exports gets ``<name>.json`` beside
+``<name>.gguf`` holding these settings under ``trained_with``, and the shipped memory adapter's
+provenance JSON holds them too; ``ask``, ``eval run`` and ``serve`` use them where no flag says
+otherwise (``cli/options.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+
+TRAINED_WITH = "trained_with"  # the key of the settings in the JSON beside the adapter
+# TrainedSettings' fields and their JSON types.
+_TYPES = {
+    "agent": str,
+    "prompt_set": str,
+    "chunk_tokens": int,
+    "memory_tokens": int,
+    "final_tokens": int,
+}
+
+
+@dataclass(frozen=True)
+class TrainedSettings:
+    """How the agent read while its adapter was trained."""
+
+    agent: str  # the agent whose calls trained it (memagent)
+    prompt_set: str
+    chunk_tokens: int
+    memory_tokens: int
+    final_tokens: int
+
+    def options(self) -> dict[str, Any]:
+        """The settings as agent options (``make_config`` keywords), the agent's name left out."""
+        return {k: v for k, v in asdict(self).items() if k != "agent"}
+
+    @classmethod
+    def from_dict(cls, raw: Any, where: str) -> TrainedSettings:
+        """Read ``trained_with``; a UsageError naming ``where`` when it is malformed."""
+        if not isinstance(raw, dict):
+            raise UsageError(f"{where}: {TRAINED_WITH} must be an object of agent settings")
+        for name, kind in _TYPES.items():
+            value = raw.get(name)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise UsageError(f"{where}: {TRAINED_WITH}.{name} must be a {kind.__name__}")
+        return cls(**{name: raw[name] for name in _TYPES})
+
+
+def settings_file(adapter: str | Path) -> Path:
+    """The JSON beside an adapter GGUF: ``adapter.gguf`` -> ``adapter.json``."""
+    return Path(adapter).with_suffix(".json")
+
+
+def read_trained_settings(adapter: str | Path) -> TrainedSettings | None:
+    """The settings ``adapter`` was trained with, or None when no JSON beside it records them
+    (an adapter from elsewhere, or exported before they were recorded)."""
+    file = settings_file(adapter)
+    if not file.is_file():
+        return None
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"cannot read the adapter's settings in {file}: {exc}") from None
+    if not isinstance(raw, dict) or TRAINED_WITH not in raw:
+        return None
+    return TrainedSettings.from_dict(raw[TRAINED_WITH], str(file))
+
+
+def write_trained_settings(adapter: str | Path, settings: TrainedSettings | None) -> None:
+    """Write ``settings`` beside ``adapter`` (to a temporary name, then renamed); None removes
+    a JSON left there by an earlier export, which would describe another adapter."""
+    file = settings_file(adapter)
+    if settings is None:
+        file.unlink(missing_ok=True)
+        return
+    record = {"adapter": Path(adapter).name, TRAINED_WITH: asdict(settings)}
+    partial = file.with_name(f"{file.name}.partial-{os.getpid()}")
+    partial.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    os.replace(partial, file)

@@ -1,0 +1,217 @@
+"""An adapter reads the way it was trained: ``ask``, ``eval run`` and ``serve`` take the agent
+settings recorded beside the applied adapter (the shipped memory adapter's provenance, or the
+``adapter.json`` the trainer exports) where no flag is given, and say so once on stderr.
+
+The model is replaced by a backend that answers by question (any call order), so the chunk
+sizes, memory and final-answer caps the agents used are read from the traces, as a user would.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from longread.agents.registry import make_config
+from longread.cli import cli
+from longread.cli.serve import _trained_defaults
+from longread.errors import UsageError
+from longread.llm.factory import BackendSettings
+from longread.llm.memory_adapter import memory_adapter_provenance
+from longread.llm.trained_settings import (
+    TrainedSettings,
+    read_trained_settings,
+    write_trained_settings,
+)
+from longread.serve.config import ServeConfig
+from longread.serve.requests import ChatRequest, resolve
+from longread.train.config import TrainConfig
+
+from .eval_helpers import AnswerBackend
+from .scripted import WordTokenizer
+
+cli_main = importlib.import_module("longread.cli.main")
+QUESTION = "What is the special magic number?"
+SHIPPED = {"prompt_set": "paper", "chunk_tokens": 1000, "memory_tokens": 256, "final_tokens": 32}
+PAPER = {"prompt_set": "paper", "chunk_tokens": 5000, "memory_tokens": 1024, "final_tokens": 1024}
+SAID = (
+    "longread: the memory adapter was trained with 1000-token chunks, 256-token memory, "
+    "32-token final answers, paper prompts; using them (give "
+    "--chunk-tokens/--memory-tokens/--final-tokens/--prompt-set to override)\n"
+)
+
+
+@pytest.fixture
+def model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> AnswerBackend:
+    """The embedded model (no server named) replaced by one that answers by question."""
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LONGREAD_CACHE_DIR", str(tmp_path / "cache"))
+    backend = AnswerBackend({QUESTION: "noted \\boxed{4720519}"})
+
+    async def tokenizer(*args: Any) -> WordTokenizer:
+        return WordTokenizer()
+
+    factory = importlib.import_module("longread.llm.factory")
+    for module in (cli_main, factory):  # ask imports them by name; eval run from the factory
+        monkeypatch.setattr(module, "make_backend", lambda settings: backend)
+        monkeypatch.setattr(module, "make_tokenizer", tokenizer)
+    return backend
+
+
+@pytest.fixture
+def book(tmp_path: Path) -> Path:
+    """2,970 tokens (a word or a full stop each, for the test tokenizer): 3 chunks of 1,000,
+    or one of 5,000."""
+    path = tmp_path / "book.txt"
+    sentences = [f"Line {i} of the filler says nothing at all here." for i in range(270)]
+    path.write_text("\n\n".join(" ".join(sentences[i : i + 6]) for i in range(0, 270, 6)))
+    return path
+
+
+def ask(book: Path, tmp_path: Path, *flags: str) -> tuple[Any, dict[str, Any]]:
+    trace = tmp_path / "trace.json"
+    result = CliRunner().invoke(
+        cli, ["ask", str(book), "-q", QUESTION, "--trace", str(trace), *flags]
+    )
+    assert result.exit_code == 0, result.stderr
+    return result, json.loads(trace.read_text())
+
+
+def read_with(trace: dict[str, Any]) -> dict[str, Any]:
+    """The settings a traced run read with, as its config records them."""
+    return {k: trace["config"][k] for k in SHIPPED}
+
+
+def chunk_sizes(trace: dict[str, Any]) -> list[int]:
+    return [s["chunk_tokens"] for s in trace["steps"] if s.get("chunk_tokens") is not None]
+
+
+def test_the_shipped_provenance_records_how_the_adapter_was_trained():
+    provenance = memory_adapter_provenance()
+    assert provenance is not None
+    assert provenance["trained_with"] == {"agent": "memagent", **SHIPPED}
+    agent = provenance["stages"][-1]["config"]["agent"]  # the shipped stage's own config
+    assert {"agent": agent["name"], **{k: agent[k] for k in SHIPPED}} == provenance["trained_with"]
+    # The provenance travels in the wheel: it names no path of the machine that made it.
+    assert not re.search(r'"/|[A-Za-z]:\\\\', json.dumps(provenance))
+
+
+def test_a_plain_ask_on_the_bundled_model_reads_as_the_adapter_was_trained(model, book, tmp_path):
+    result, trace = ask(book, tmp_path)
+    assert result.stdout == "4720519\n"
+    assert result.stderr == SAID  # once, one line
+    assert read_with(trace) == SHIPPED
+    sizes = chunk_sizes(trace)
+    assert len(sizes) == 3 and max(sizes) <= 1000  # 5,000-token chunks would be one chunk
+    finals = [s for s in trace["steps"] if s["kind"] == "final"]
+    assert len(finals) == 1
+
+
+def test_flags_given_win_and_only_the_rest_is_said(model, book, tmp_path):
+    result, trace = ask(book, tmp_path, "--chunk-tokens", "700", "--final-tokens", "64")
+    assert read_with(trace) == {**SHIPPED, "chunk_tokens": 700, "final_tokens": 64}
+    assert max(chunk_sizes(trace)) <= 700 and len(chunk_sizes(trace)) == 5
+    assert result.stderr == (
+        "longread: the memory adapter was trained with 256-token memory, paper prompts; "
+        "using them (give --memory-tokens/--prompt-set to override)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "agent"),
+    [
+        (["--base-model"], "memagent"),  # the model as released: the papers' defaults
+        (["--agent", "rememr1"], "rememr1"),  # the adapter never saw rememr1's calls
+    ],
+)
+def test_without_the_adapters_agent_the_agents_own_defaults_hold(
+    model, book, tmp_path, flags, agent
+):
+    result, trace = ask(book, tmp_path, *flags)
+    expected = PAPER if agent == "memagent" else {**PAPER, "memory_tokens": 2048}
+    assert read_with(trace) == {**expected, "final_tokens": trace["config"]["final_tokens"]}
+    assert trace["config"]["chunk_tokens"] == 5000 and len(chunk_sizes(trace)) >= 1
+    assert max(chunk_sizes(trace)) > 1000
+    assert "trained with" not in result.stderr
+
+
+def test_memreread_reads_its_passes_as_memagent_was_trained(model, book, tmp_path):
+    result, trace = ask(book, tmp_path, "--agent", "memreread", "--max-reread", "0")
+    assert read_with(trace) == SHIPPED
+    assert result.stderr == SAID
+
+
+def test_an_adapter_of_your_own_brings_its_settings(model, book, tmp_path):
+    adapter = tmp_path / "runs" / "adapter.gguf"
+    adapter.parent.mkdir()
+    adapter.write_bytes(b"not loaded: the model is replaced")
+    write_trained_settings(adapter, TrainedSettings("memagent", "notes", 600, 96, 48))
+    result, trace = ask(book, tmp_path, "--adapter", str(adapter))
+    assert read_with(trace) == {
+        "prompt_set": "notes", "chunk_tokens": 600, "memory_tokens": 96, "final_tokens": 48
+    }  # fmt: skip
+    assert result.stderr.startswith(f"longread: the adapter {adapter} was trained with 600-token")
+    (adapter.parent / "adapter.json").unlink()  # an adapter with no record: the defaults
+    _, trace = ask(book, tmp_path, "--adapter", str(adapter))
+    assert read_with(trace) == PAPER
+
+
+def test_eval_run_records_the_trained_settings_in_its_config(model, book, tmp_path):
+    data = tmp_path / "data.jsonl"
+    sample = {"id": "a", "question": QUESTION, "context": book.read_text(), "answers": ["4720519"]}
+    data.write_text(json.dumps(sample) + "\n")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(
+        cli,
+        ["eval", "run", "--data", str(data), "--agent", "memagent", "--out", str(out),
+         "--memory-tokens", "300", "--no-progress"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    config = json.loads((out / "config.json").read_text())["agent_config"]
+    assert {k: config[k] for k in SHIPPED} == {**SHIPPED, "memory_tokens": 300}
+    assert len(re.findall("trained with", result.stderr)) == 1
+
+
+def test_serve_gives_the_trained_settings_to_the_agents_that_read_as_trained(
+    model, capsys: pytest.CaptureFixture[str]
+):
+    trained = _trained_defaults(BackendSettings(), {"memory_tokens": 300})
+    assert capsys.readouterr().err.count("trained with 1000-token chunks") == 1
+    settings = ServeConfig(
+        runs_dir="unused", agent_defaults={"memory_tokens": 300}, trained_defaults=trained
+    )
+
+    def config(agent: str, **extension: Any) -> Any:
+        body = {"model": f"longread-{agent}", "messages": [{"role": "user", "content": "q"}]}
+        body["longread"] = {"document": "text", **extension}
+        return resolve(ChatRequest.model_validate(body), settings, "").config
+
+    memagent = config("memagent")
+    assert (memagent.chunk_tokens, memagent.memory_tokens, memagent.final_tokens) == (1000, 300, 32)
+    assert config("memreread").chunk_tokens == 1000
+    assert config("memagent", chunk_tokens=2000).chunk_tokens == 2000  # the request wins
+    assert config("rememr1").chunk_tokens == 5000  # its own default
+    assert _trained_defaults(BackendSettings(base_model=True), {}) == {}
+
+
+def test_longread_train_defaults_to_the_settings_ask_reads_with():
+    """A model trained with the defaults is read, by default, the way it was trained."""
+    trained, asked = TrainConfig().agent, make_config("memagent")
+    assert trained.name == "memagent"
+    assert {k: getattr(trained, k) for k in PAPER} == {k: getattr(asked, k) for k in PAPER}
+    assert {k: getattr(asked, k) for k in PAPER} == PAPER
+
+
+def test_a_malformed_record_is_one_clear_error(tmp_path):
+    adapter = tmp_path / "adapter.gguf"
+    (tmp_path / "adapter.json").write_text(json.dumps({"trained_with": {"agent": "memagent"}}))
+    with pytest.raises(UsageError, match=r"trained_with\.prompt_set must be a str"):
+        read_trained_settings(adapter)
+    (tmp_path / "adapter.json").write_text(json.dumps({"something": "else"}))
+    assert read_trained_settings(adapter) is None  # a JSON of another kind records nothing
