@@ -2,7 +2,8 @@
 
     .venv/bin/python recipes/smollm2/export_stage.py sft1e
 
-Writes ``recipes/smollm2/runs/<stage>/adapter.gguf``: what the stage's training run published,
+Writes ``recipes/smollm2/runs/<stage>/adapter.gguf``, and beside it ``adapter.json`` with the
+agent settings of the stage's config (``<stage>.toml``): what the stage's training run published,
 rebuilt from the adapter the repo keeps, so a fresh clone can evaluate or ship that stage
 without rerunning it (``runs/`` is not committed). Refuses to overwrite a run's own adapter.
 """
@@ -13,8 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from longread.train.config import ModelSection
-from longread.train.export import export_lora_gguf
+from longread.train.config import ModelSection, load_config
+from longread.train.export import export_lora_gguf, trained_settings
 from longread.train.session import load_policy
 
 RECIPE = Path(__file__).resolve().parent
@@ -30,9 +31,10 @@ def main() -> None:
     target = RECIPE / "runs" / stage / "adapter.gguf"
     if target.exists():
         sys.exit(f"export_stage.py: {target} exists already (the stage's own export)")
+    agent = load_config(RECIPE / f"{stage}.toml").agent  # what the stage trained with
     policy = load_policy(ModelSection(adapter=str(source)), seed=0)
     target.parent.mkdir(parents=True, exist_ok=True)
-    export_lora_gguf(policy.model, target)
+    export_lora_gguf(policy.model, target, trained_with=trained_settings(agent))
     print(f"exported {source} to {target}")
 
 

@@ -81,7 +81,8 @@ def main() -> None:
         if not (run / "results.sqlite").is_file():
             sys.exit(f"needle_states.py: {run} is not an eval run folder (no results.sqlite)")
         counts: Counter[str] = Counter()
-        data = json.loads((run / "config.json").read_text())["data"]
+        # eval run folders name their data relative to themselves (absolute in older ones)
+        data = str(run / json.loads((run / "config.json").read_text())["data"])
         files = data_files(data) if Path(data).is_dir() else [Path(data)]
         golds = {sample.id: sample.answers[0] for sample in load_files(files)}
         with sqlite3.connect(run / "results.sqlite") as db:

