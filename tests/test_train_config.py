@@ -105,3 +105,49 @@ def test_held_out_sets_sharing_a_sample_id_are_refused_before_training(tmp_path:
         "ids must be unique"
     ]
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("agent", "estimator", "options"),
+    [
+        ("memreread", "rememr1", ""),  # its decide/integrate calls have no memory chain
+        ("memagent", "rea", ""),  # never rereads: ReA would rank rollouts by nothing
+        ("rememr1", "rea", ""),
+        ("memreread", "rea", "[agent.options]\nmax_reread = 0\n"),
+    ],
+)
+def test_estimators_that_cannot_train_the_agent_are_refused_before_any_rollout(
+    tmp_path: Path, agent: str, estimator: str, options: str
+) -> None:
+    text = (
+        f'[data]\ntrain = "x"\n[agent]\nname = "{agent}"\n{options}'
+        f'[reward]\nestimator = "{estimator}"\n'
+    )
+    path = write(tmp_path, text)
+    with pytest.raises(UsageError, match=f"reward.estimator {estimator} cannot train") as error:
+        load_config(path)
+    message = str(error.value)
+    assert "\n" not in message
+    assert (
+        "pairs that work: grpo with any agent, rememr1 with memagent or rememr1, rea with "
+        "memreread" in message
+    )
+    # through the CLI: one line, exit 2, nothing trained
+    result = CliRunner().invoke(cli, ["train", "--config", str(path), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("agent", "estimator"),
+    [("memagent", "grpo"), ("memreread", "grpo"), ("memagent", "rememr1"),
+     ("rememr1", "rememr1"), ("memreread", "rea")],
+)  # fmt: skip
+def test_pairs_that_work_are_accepted(tmp_path: Path, agent: str, estimator: str) -> None:
+    text = f'[data]\ntrain = "x"\n[agent]\nname = "{agent}"\n[reward]\nestimator = "{estimator}"\n'
+    config = load_config(write(tmp_path, text))
+    assert (config.agent.name, config.reward.estimator) == (agent, estimator)
+
+
+def test_an_unknown_agent_is_refused_by_the_config_check(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="unknown agent 'memagnet'"):
+        load_config(write(tmp_path, '[data]\ntrain = "x"\n[agent]\nname = "memagnet"\n'))

@@ -105,6 +105,30 @@ def test_a_grpo_stage_starts_from_the_sft_adapter(tiny_model: Path, tmp_path: Pa
     assert any(p.abs().sum() > 0 for _, p in lora_b)  # the warm start, not a fresh LoRA
 
 
+def test_the_kl_reference_of_a_warm_start_is_the_starting_adapter(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """Continued from an sft adapter, the policy at step 1 is the starting adapter: its KL to
+    the reference must be 0 (the base model without the adapter is another policy)."""
+    raw = sft_config(tiny_model, tmp_path, steps=1)
+    raw["optim"]["lr"] = 0.05
+    sft = make_trainer(TrainConfig.from_dict(raw), tmp_path / "sft")
+    sft.run()
+    raw["run"].update(objective="grpo", steps=2)
+    raw["model"]["adapter"] = str(sft.out / "adapter")
+    raw["optim"].update(kl_coef=0.5, minibatches=1)  # step 1's KL: before any update
+    grpo = make_trainer(TrainConfig.from_dict(raw), tmp_path / "grpo")
+    grpo.run()
+    kls = [json.loads(x)["kl"] for x in (grpo.out / METRICS_FILE).read_text().splitlines()]
+    assert kls[0] == pytest.approx(0.0, abs=1e-6)
+    assert kls[1] > 0.0  # one update later the policy has moved from it
+    # The reference swap leaves the trained weights in place.
+    trained = dict(grpo.policy.model.named_parameters())
+    start = dict(make_trainer(TrainConfig.from_dict(raw), tmp_path / "b").policy.model
+                 .named_parameters())  # fmt: skip
+    assert any(not torch.equal(p, start[n]) for n, p in trained.items() if "lora_B" in n)
+
+
 def test_evidence_weight_multiplies_the_rows_that_take_in_evidence(tiny_model: Path) -> None:
     policy = load_policy(ModelSection(path=str(tiny_model), lora=False), seed=0)
     config = make_config("memagent", chunk_tokens=250, memory_tokens=32, prompt_set="notes")
@@ -114,19 +138,20 @@ def test_evidence_weight_multiplies_the_rows_that_take_in_evidence(tiny_model: P
     # the one update whose section holds the needle is weighted; keeping notes and answering not
     needle_first = turns[0].reply == NEEDLE
     assert [t.takes_evidence for t in turns] == [needle_first, not needle_first, False]
-    assert sorted(r.advantage for r in rows) == [1.0, 1.0, 3.0]
+    assert sorted(r.weight for r in rows) == [1.0, 1.0, 3.0]
+    assert {r.advantage for r in rows} == {0.0}  # supervised rows carry no advantage
 
 
-def test_the_sft_loss_weights_each_row_by_its_advantage(tiny_model: Path, tmp_path: Path) -> None:
+def test_the_sft_loss_weights_each_row_by_its_weight(tiny_model: Path, tmp_path: Path) -> None:
     """With every row weighted 2, the loss is twice the plain token mean, exactly."""
     raw = sft_config(tiny_model, tmp_path, steps=1)
     trainer = make_trainer(TrainConfig.from_dict(raw), tmp_path / "run")
-    rows = oracle_rows(trainer._oracle_agent(), trainer.policy, [sample()])
-    plain, _ = trainer._supervised_update(rows)
+    rows = oracle_rows(trainer.oracle_agent(), trainer.policy, [sample()])
+    plain, _ = trainer.updater.supervised_update(rows)
     trainer.policy.model.load_state_dict(make_trainer(TrainConfig.from_dict(raw), tmp_path / "b")
                                          .policy.model.state_dict())  # fmt: skip
-    doubled = [replace(r, advantage=2.0) for r in rows]
-    weighted, _ = trainer._supervised_update(doubled)
+    doubled = [replace(r, weight=2.0) for r in rows]
+    weighted, _ = trainer.updater.supervised_update(doubled)
     assert weighted == pytest.approx(2 * plain, rel=1e-5)
 
 

@@ -90,7 +90,9 @@ def test_two_grpo_steps_train_the_adapter_with_the_reference_loss(
     tiny_model: Path, data_file: Path, tmp_path: Path, old_logprobs: str
 ) -> None:
     raw = tiny_config(tiny_model, data_file)
-    raw["optim"]["old_logprobs"] = old_logprobs
+    # One optimizer step per training step: the formula below is the loss on the weights the
+    # step starts from (a second minibatch's loss is on the weights after the first).
+    raw["optim"].update(old_logprobs=old_logprobs, minibatches=1)
     config = TrainConfig.from_dict(raw)
     trainer = make_trainer(config, tmp_path / "run")
     trainer.out.mkdir()
@@ -207,7 +209,7 @@ def test_full_fine_tuning_with_a_kl_to_the_frozen_reference(
 ) -> None:
     raw = tiny_config(tiny_model, data_file, steps=1)
     raw["model"]["lora"] = False
-    raw["optim"].update(kl_coef=0.1, lr=0.01)
+    raw["optim"].update(kl_coef=0.1, lr=0.01, minibatches=1)  # the KL before any update
     config = TrainConfig.from_dict(raw)
     from longread.train.session import load_data
 
@@ -233,10 +235,49 @@ def test_lora_kl_reference_is_the_base_with_the_adapter_off(
     tiny_model: Path, data_file: Path, tmp_path: Path
 ) -> None:
     raw = tiny_config(tiny_model, data_file, steps=2)
-    raw["optim"]["kl_coef"] = 0.5
+    raw["optim"].update(kl_coef=0.5, minibatches=1)  # step 1's KL: before any update
     trainer = make_trainer(TrainConfig.from_dict(raw), tmp_path / "run")
     trainer.run()
     kls = [json.loads(x)["kl"] for x in (trainer.out / METRICS_FILE).read_text().splitlines()]
     # LoRA starts as the identity (B = 0): no divergence at step 1, some after one update.
     assert kls[0] == pytest.approx(0.0, abs=1e-6)
     assert kls[1] > 0.0
+
+
+def test_a_grpo_step_under_the_defaults_trains_off_policy_so_the_clip_can_act(
+    tiny_model: Path, data_file: Path, tmp_path: Path
+) -> None:
+    """With one optimizer step per training step the PPO ratio is exactly 1 and the clip
+    never acts (clip_fraction 0.0 at all 12 steps of recipes/smollm2/stages/grpo-run). The
+    default is two minibatches: the second trains on rows the first step's weights did not
+    sample."""
+    raw = tiny_config(tiny_model, data_file, steps=1)
+    raw["optim"].update(clip_low=0.05, clip_high=0.05)  # a clip one tiny-model step exceeds
+    lines = {}
+    for minibatches in (None, 1):  # the default, then one optimizer step
+        if minibatches is not None:
+            raw["optim"]["minibatches"] = minibatches
+        config = TrainConfig.from_dict(raw)
+        trainer = make_trainer(config, tmp_path / f"run-{minibatches}")
+        trainer.run()
+        (line,) = [json.loads(x) for x in (trainer.out / METRICS_FILE).read_text().splitlines()]
+        lines[minibatches] = line
+        # The old logprobs are the sampling policy's for every row, a later minibatch's too
+        # (the policy sampled its own rollouts, so they agree with its sampler's).
+        assert line["sampler_logprob_gap"] < 1e-4
+        assert len(trainer.last_old_logprobs) == line["rows"] == 12
+    assert TrainConfig.from_dict(tiny_config(tiny_model, data_file)).optim.minibatches == 2
+    default, single = lines[None], lines[1]
+    assert default["max_ratio_deviation"] > 0.05  # the ratio left 1 past the clip ...
+    assert default["clip_fraction"] > 0.0  # ... and the clip acted on some tokens
+    assert single["max_ratio_deviation"] == pytest.approx(0.0, abs=1e-6)  # on-policy
+    assert single["clip_fraction"] == 0.0
+
+
+def test_one_optimizer_step_per_training_step_is_warned_about(tiny_model: Path, data_file: Path):
+    raw = tiny_config(tiny_model, data_file)
+    raw["optim"]["minibatches"] = 1
+    (warning,) = TrainConfig.from_dict(raw).warnings()
+    assert "clip_low/clip_high (0.2/0.2) can never act" in warning
+    raw["optim"]["epochs"] = 2  # a second epoch is off-policy too
+    assert TrainConfig.from_dict(raw).warnings() == []

@@ -195,14 +195,19 @@ def rea_rows(rewards: list[float], rereads: list[int]) -> tuple[list[SessionRow]
 )
 def test_rea_matches_the_four_cases_of_algorithms_md(rewards, rereads, expected):
     rows, outcomes = rea_rows(rewards, rereads)
-    values = row_advantages(rows, outcomes, "rea")
+    values = row_advantages(rows, outcomes, "rea", alpha=0.0)  # pure ReA
     assert values == pytest.approx([v for v in expected for _ in (0, 1)], abs=1e-6)
 
 
-def test_rea_mixed_with_a_step_term_when_asked():
+def test_rea_is_mixed_with_the_step_term_at_the_papers_alpha():
     rows, outcomes = rea_rows([1, 0], [0, 0])  # mixed: ReA (1, -1); steps r = (0, 1) each
-    # step terms are centred per step index: all 0 here, so A = 0.95 * ReA.
-    assert row_advantages(rows, outcomes, "rea", alpha=0.05) == approx([0.95, 0.95, -0.95, -0.95])
+    # step terms are centred per step index: all 0 here, so A = 0.95 * ReA (alpha 0.05).
+    assert row_advantages(rows, outcomes, "rea") == approx([0.95, 0.95, -0.95, -0.95])
+    # rollout 1's second call broke its format: r = (0, 0), so step 1 centres to (0.5, -0.5)
+    rows[3] = SessionRow("q", "1", 1, 0.0, 0)
+    assert row_advantages(rows, outcomes, "rea") == approx(
+        [0.95, 0.95 + 0.05 * 0.5, -0.95, -0.95 - 0.05 * 0.5]
+    )
 
 
 def test_session_advantages_refuse_what_they_cannot_compute():
@@ -210,8 +215,10 @@ def test_session_advantages_refuse_what_they_cannot_compute():
         row_advantages([SessionRow("q", "0", 0), SessionRow("q", "0", 2)], [0.0, 0.0], "grpo")
     with pytest.raises(ValueError, match="step_rewards: rememr1"):
         row_advantages([SessionRow("q", "0", 0)], [1.0], "rememr1")
+    with pytest.raises(ValueError, match="step_rewards: rea"):
+        row_advantages([SessionRow("q", "0", 0, rereads=0)], [1.0], "rea")
     with pytest.raises(ValueError, match="reread count"):
-        row_advantages([SessionRow("q", "0", 0)], [1.0], "rea")
+        row_advantages([SessionRow("q", "0", 0, step_reward=1.0)], [1.0], "rea")
     with pytest.raises(ValueError, match="unknown method"):
         row_advantages([], [], "gae")
 
@@ -290,7 +297,7 @@ class ScriptedServers:
                        **kwargs: Any) -> Any:  # fmt: skip
         from verl.workers.rollout.replica import TokenOutput
 
-        reply = self.replies[len(self.calls)]
+        reply = self.reply(prompt_ids)
         ids = self.tokenizer.encode(reply, add_special_tokens=False)
         ids.append(self.tokenizer.eos_token_id)
         self.calls.append({"request_id": request_id, "prompt_ids": list(prompt_ids),
@@ -302,6 +309,29 @@ class ScriptedServers:
             stop_reason="completed",
             extra_fields=steps,
         )
+
+    def reply(self, prompt_ids: list[int]) -> str:
+        return self.replies[len(self.calls)]
+
+
+class RoutedServers(ScriptedServers):
+    """Replies by the kind of call, read off the decoded prompt (MemReread's calls depend on
+    its decisions): decide calls pop ``decisions``, integrate calls and updates answer fixed
+    text, every other call (sub-answers and the final answer) ``answer``."""
+
+    def __init__(self, tokenizer: Any, decisions: list[str], answer: str) -> None:
+        super().__init__(tokenizer, [])
+        self.decisions, self.answer = list(decisions), answer
+
+    def reply(self, prompt_ids: list[int]) -> str:
+        prompt = self.tokenizer.decode(prompt_ids)
+        if "Decide whether the memory is enough" in prompt:
+            return self.decisions.pop(0)
+        if "You are improving your memory" in prompt:
+            return "The number is 4817. <confirmed>4817</confirmed>"
+        if "Section:" in prompt:
+            return "The number is 4817."
+        return self.answer
 
 
 def build_loop(
@@ -615,6 +645,115 @@ async def test_the_longread_trainer_computes_rememr1_in_verls_v1_advantage_step(
     stored = [store[k]["advantages"] for k in keys]
     assert [float(a[0]) for a in stored] == approx(expected, tol=1e-6)
     assert all(len(a) == len(store[k]["response_mask"]) for a, k in zip(stored, keys, strict=True))
+
+
+# --- one credit function on both engines (issue 25, item 3) --------------------------------
+
+SUB = "<subquestion>Which number is special?</subquestion>"
+# Four memagent rollouts of one question, per call: right; wrong; right after a first update
+# that missed the needle; the needle kept but the answer unboxed (final format 0).
+MEMAGENT_SCRIPTS = [
+    (["The number is 4817."], "\\boxed{4817}"),
+    (["Nothing useful yet."], "\\boxed{1}"),
+    (["Nothing useful yet.", "The number is 4817."], "\\boxed{4817}"),
+    (["The number is 4817."], "It is 4817."),
+]
+# Four MemReread rollouts: decisions and the answer every answering call gives. Right with
+# 0 and 1 rereads; wrong with 2; wrong after a malformed decision (a format error).
+MEMREREAD_SCRIPTS = [
+    (["<stop/>"], "\\boxed{4817}"),
+    ([SUB, "<stop/>"], "\\boxed{4817}"),
+    ([SUB, "<subquestion>Is it odd?</subquestion>"], "\\boxed{1}"),
+    (["no idea"], "\\boxed{1}"),
+]
+
+
+def scripted_servers(tokenizer: Any, agent: str, index: int, n_chunks: int) -> ScriptedServers:
+    if agent == "memreread":
+        decisions, answer = MEMREREAD_SCRIPTS[index]
+        return RoutedServers(tokenizer, decisions, answer)
+    updates, final = MEMAGENT_SCRIPTS[index]
+    replies = [updates[min(i, len(updates) - 1)] for i in range(n_chunks)]
+    return ScriptedServers(tokenizer, [*replies, final])
+
+
+async def verl_group(
+    tokenizer: Any, estimator: str, trace_dir: Path
+) -> tuple[dict[str, dict[str, Any]], list[Run]]:
+    """One question's four rollouts through the agent loop (as verl's worker stores them)
+    and the runs the loop traced."""
+    loop_module, _ = verl_modules()
+    from longread.text.chunking import chunk_text
+
+    agent = "memreread" if estimator == "rea" else "memagent"
+    n_chunks = len(chunk_text(NEEDLE, loop_module.TransformersTokenizer(tokenizer), 200))
+    store: dict[str, dict[str, Any]] = {}
+    runs = []
+    caps = {"decide_tokens": 48} if agent == "memreread" else {}  # the yaml's 256 > 64
+    for session in range(4):
+        loop = build_loop(
+            tokenizer, scripted_servers(tokenizer, agent, session, n_chunks),
+            name=f"longread_{agent}", trace_dir=str(trace_dir),
+            step_rewards="none" if estimator == "grpo" else estimator, agent_options=caps,
+        )  # fmt: skip
+        outputs = await loop.run(dict(SAMPLING), **{**needle_row(), "session_id": session})
+        store.update(worker_fields("q", session, outputs))
+        runs.append(Run.load(trace_dir / f"uid-s1_{session}.json"))
+    return store, runs
+
+
+def verl_advantages(store: dict[str, dict[str, Any]], estimator: str, monkeypatch) -> list[float]:
+    """verl's v1 advantage step through the longread trainer, the paper's settings."""
+    import transfer_queue
+    from omegaconf import OmegaConf
+    from transfer_queue import KVBatchMeta
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    queue = MemoryTransferQueue(store)
+    monkeypatch.setattr(transfer_queue, "kv_batch_get", queue.kv_batch_get)
+    monkeypatch.setattr(transfer_queue, "kv_batch_put", queue.kv_batch_put)
+    cls = get_trainer_cls("longread_sync")
+    trainer = cls.__new__(cls)  # the advantage step only needs the config
+    trainer.config = OmegaConf.create({
+        "algorithm": {"adv_estimator": f"longread_{estimator}", "use_kl_in_reward": False,
+                      "gamma": 1.0, "lam": 1.0, "norm_adv_by_std_in_grpo": False,
+                      "rollout_correction": None},
+        "actor_rollout_ref": {"rollout": {"n": 4}},
+    })  # fmt: skip
+    keys = sorted(store, key=lambda k: (int(k.split("_")[1]), int(k.split("_")[2])))
+    trainer._compute_advantage(KVBatchMeta(partition_id="train", keys=keys,
+                                           tags=[{} for _ in keys]), metrics={})  # fmt: skip
+    return [float(store[k]["advantages"][0]) for k in keys]
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "rememr1", "rea"])
+async def test_the_cpu_trainer_and_verl_give_one_group_the_same_advantages(
+    hf_tokenizer, tmp_path, monkeypatch, estimator
+):
+    from longread.train.config import TrainConfig
+    from longread.train.rollouts import credit_of
+
+    store, runs = await verl_group(hf_tokenizer, estimator, tmp_path)
+    ours = verl_advantages(store, estimator, monkeypatch)
+    agent = "memreread" if estimator == "rea" else "memagent"
+    reward = "contained" if agent == "memreread" else "strict"  # the loop configs' rewards
+    config = TrainConfig.from_dict({
+        "data": {"train": ["unused.jsonl"]}, "agent": {"name": agent},
+        "reward": {"estimator": estimator, "reward": reward},
+    })  # fmt: skip
+    sample = sample_from_row(needle_row())
+    credit = credit_of(config, sample, runs)  # the CPU trainer's credit step
+    cpu = [a for rollout in credit.advantages for a in rollout]
+    assert ours == approx(cpu, tol=1e-6)  # verl computes in float32
+    # The group tells the estimators apart: rewards, step terms and rereads all differ.
+    assert credit.rewards == (
+        [1.0, 1.0, 0.0, 0.0] if agent == "memreread" else [1.0, 0.0, 1.0, 0.0]
+    )
+    assert len({round(a, 6) for a in cpu}) >= 2
+    if estimator != "grpo":
+        assert len({round(a, 6) for a in cpu}) > 2  # a step term (or ReA) moved some apart
+    if estimator == "rea":
+        assert [len([s for s in r.steps if s.kind == "integrate"]) for r in runs] == [0, 1, 2, 0]
 
 
 @pytest.mark.parametrize("name", ["memagent", "rememr1", "memreread"])

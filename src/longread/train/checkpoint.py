@@ -4,11 +4,17 @@ Each checkpoint is a folder ``checkpoints/step-NNNNNN`` written under a temporar
 renamed when complete, so ``kill -9`` at any moment leaves the previous checkpoint intact and
 never a half-written one that looks whole. Only trainable parameters are saved (the LoRA
 matrices, or every weight for full fine-tuning); the frozen base is reloaded from its folder.
+
+Everything saved is plain data (tensors, numbers, strings, lists, tuples, dicts): optimizer and
+scheduler state dicts, RNG states. So every file loads with ``torch.load(weights_only=True)``,
+and a checkpoint holding any other pickled object (which could run code when unpickled) is
+refused.
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import shutil
 from dataclasses import asdict, dataclass
@@ -17,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ..errors import UsageError
 from ..files import write_json
 
 STEP_PREFIX = "step-"
@@ -83,7 +90,7 @@ def load_checkpoint(
     path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
 ) -> Position:
     """Restore weights, optimizer, scheduler and RNG from ``path``; return its position."""
-    weights = torch.load(path / "weights.pt", weights_only=True)
+    weights = load_plain(path / "weights.pt")
     params = dict(model.named_parameters())
     missing = sorted(set(weights) ^ {n for n, p in params.items() if p.requires_grad})
     if missing:
@@ -91,12 +98,24 @@ def load_checkpoint(
     with torch.no_grad():
         for name, tensor in weights.items():
             params[name].copy_(tensor)
-    state = torch.load(path / "trainer.pt", weights_only=False)
+    state = load_plain(path / "trainer.pt")
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     torch.set_rng_state(state["torch_rng"])
     random.setstate(state["python_rng"])
     return Position(**json.loads((path / "position.json").read_text()))
+
+
+def load_plain(file: Path) -> Any:
+    """``torch.load`` of a checkpoint file that may hold plain data only (``weights_only``):
+    a file with any other pickled object is refused with a UsageError, never unpickled."""
+    try:
+        return torch.load(file, weights_only=True)
+    except pickle.UnpicklingError:
+        raise UsageError(
+            f"{file} holds pickled objects that are not plain data (tensors, numbers, "
+            "strings, lists, dicts); refusing to load it: it could run code"
+        ) from None
 
 
 def _prune(folder: Path, keep: int) -> None:

@@ -133,15 +133,22 @@ class OptimSection:
     grad_clip: float = option(1.0, "clip the gradient norm to this; 0 = no clipping")
     micro_batch: int = option(4, "conversations per forward/backward (gradient accumulation)")
     epochs: int = option(1, "optimizer passes over each step's rollouts (PPO epochs)")
+    minibatches: int = option(
+        2,
+        "optimizer steps per pass, each on its share of the step's rows (interleaved): with "
+        "2, the second step trains on rows sampled by the weights before the first, so the "
+        "PPO ratio moves off 1 and clip_low/clip_high can act (with 1 and one epoch the ratio "
+        "is exactly 1: the clip never acts); costs one no-grad forward of the later shares",
+    )
     clip_low: float = option(0.2, "PPO ratio clip below 1")
     clip_high: float = option(0.2, "PPO ratio clip above 1 (0.28 = DAPO's clip-higher)")
     kl_coef: float = option(0.0, "k3 KL penalty to the reference policy (papers: 0.001)")
     old_logprobs: str = option(
         "auto",
-        "auto (with epochs = 1: the update's own forward, detached, which is what a separate "
-        "pass would compute, one forward cheaper; else recompute), recompute (a no-grad "
-        "forward of the trainer before the update) or sampler (the rollout backend's own, "
-        "exact only when it ran the same fp32 weights)",
+        "auto (the first minibatch's rows: the update's own first forward, detached, which "
+        "is what a separate pass would compute, one forward cheaper; the other rows: "
+        "recompute), recompute (a no-grad forward of the trainer before the update) or "
+        "sampler (the rollout backend's own, exact only when it ran the same fp32 weights)",
     )
 
 
@@ -220,6 +227,7 @@ class TrainConfig:
             )
         if self.reward.estimator not in ESTIMATORS:
             raise UsageError(f"reward.estimator must be one of {', '.join(ESTIMATORS)}")
+        self._check_agent()
         if self.optim.old_logprobs not in ("auto", "recompute", "sampler"):
             raise UsageError("optim.old_logprobs must be 'auto', 'recompute' or 'sampler'")
         if self.run.objective not in ("grpo", "sft"):
@@ -240,6 +248,7 @@ class TrainConfig:
             ("rollout.rollouts", self.rollout.rollouts),
             ("optim.micro_batch", self.optim.micro_batch),
             ("optim.epochs", self.optim.epochs),
+            ("optim.minibatches", self.optim.minibatches),
             ("run.keep_checkpoints", self.run.keep_checkpoints),
         ):
             if value < 1:
@@ -254,6 +263,40 @@ class TrainConfig:
                 raise UsageError(f"{name} is a chance: between 0 and 1")
         if not self.data.train:
             raise UsageError("data.train is empty: name the training data files or folders")
+
+    def _check_agent(self) -> None:
+        """Refuse an unknown agent, and an estimator that cannot train the agent (before any
+        rollout: ``rememr1`` would fail at MemReread's first decide call, ``rea`` would rank
+        rollouts by rereads an agent never makes)."""
+        from ..agents.registry import agent_spec
+        from .credit import ESTIMATOR_AGENTS
+
+        agent_spec(self.agent.name)
+        estimator = self.reward.estimator
+        agents = ESTIMATOR_AGENTS[estimator]
+        never_rereads = self.agent.options.get("max_reread") == 0
+        if self.run.objective == "grpo" and (
+            (agents is not None and self.agent.name not in agents)
+            or (estimator == "rea" and never_rereads)
+        ):
+            agent = self.agent.name + (" with max_reread = 0" if never_rereads else "")
+            raise UsageError(
+                f"reward.estimator {estimator} cannot train agent.name {agent}; pairs that "
+                "work: grpo with any agent, rememr1 with memagent or rememr1, rea with "
+                "memreread (max_reread >= 1)"
+            )
+
+    def warnings(self) -> list[str]:
+        """Settings that run but do less than they say, one line each (``train`` prints
+        them before the run)."""
+        optim = self.optim
+        if self.run.objective == "grpo" and optim.epochs * optim.minibatches == 1:
+            return [
+                "optim.epochs = 1 and optim.minibatches = 1: the PPO ratio is exactly 1 at "
+                f"every token, so clip_low/clip_high ({optim.clip_low}/{optim.clip_high}) "
+                "can never act; set optim.minibatches = 2 (the default) for a clip that can"
+            ]
+        return []
 
 
 def _section(factory: Any, raw: Any, where: str) -> Any:

@@ -1,9 +1,18 @@
-"""From one question's group of rollouts to an advantage per conversation.
+"""From one question's group of rollouts to an advantage per conversation: the one credit
+function every engine calls.
 
 The three estimators of ALGORITHMS.md: ``grpo`` (MemAgent: the outcome advantage broadcast to
 every conversation), ``rememr1`` (the outcome advantage alpha-mixed with multi-level step rewards
-grouped by step index) and ``rea`` (MemReread: ReA mixed with a small step term). The reward is
-the strict judge, or a partial-credit option for small models.
+grouped by step index) and ``rea`` (MemReread: ReA mixed with a small format term, alpha 0.05 as
+the paper; alpha 0 is pure ReA). The reward is the strict judge, or a partial-credit option for
+small models.
+
+:func:`group_advantages` is the estimator over plain numbers (each rollout's outcome, its step
+terms, its reread count); :func:`step_terms` is the per-conversation term an estimator mixes in,
+computed from a run. The CPU trainer calls both through :func:`group_credit`; verl's agent loop
+records :func:`step_terms` with each conversation and its advantage step hands the regrouped
+batch to :func:`group_advantages` (``verl/sessions.py``), so one config means one advantage on
+both engines.
 """
 
 from __future__ import annotations
@@ -35,6 +44,18 @@ from .rewards import (
 )
 
 ESTIMATORS = ("grpo", "rememr1", "rea")
+# The paper's mix weight per estimator: ReMemR1's alpha weighs the outcome term (0.8);
+# MemReread's weighs the step term (0.05); grpo mixes nothing.
+DEFAULT_ALPHA = {"grpo": 0.0, "rememr1": 0.8, "rea": 0.05}
+DEFAULT_THETA = 0.9  # ReA: a rollout is correct when its reward is above theta
+# The agents each estimator can train: ReMemR1's step rewards follow one memory chain (update
+# and final calls), which MemReread's decide and integrate calls break; ReA ranks rollouts by
+# their rereads, which only MemReread makes. GRPO needs nothing from the agent.
+ESTIMATOR_AGENTS: dict[str, tuple[str, ...] | None] = {
+    "grpo": None,
+    "rememr1": ("memagent", "rememr1"),
+    "rea": ("memreread",),
+}
 REWARDS = ("strict", "contained", "strict+recall")
 
 
@@ -95,35 +116,96 @@ def group_credit(
     std_normalise: bool = False,
     alpha: float | None = None,
     recall_weight: float = 0.5,
-    theta: float = 0.9,
+    theta: float = DEFAULT_THETA,
 ) -> GroupCredit:
-    """Score a group and give each conversation of each rollout its advantage.
-
-    ``alpha`` defaults to the paper's: 0.8 for ``rememr1`` (weight of the outcome term), 0.05
-    for ``rea`` (weight of the step term)."""
+    """Score a group and give each conversation of each rollout its advantage
+    (:func:`group_advantages`). ``alpha`` None is the paper's (:data:`DEFAULT_ALPHA`)."""
+    check_estimator(estimator)
     reward_fn = reward_function(reward, kind, recall_weight)
     rewards = [reward_fn(run, golds) for run in runs]
     correct = [outcome_reward(run, golds, kind=kind) for run in runs]
+    steps = [step_terms(run, golds, estimator) for run in runs]
+    terms = None if any(s is None for s in steps) else [s or [] for s in steps]
+    rereads = [reread_count(run) for run in runs]
+    advantages = group_advantages(
+        estimator,
+        rewards,
+        [len(run.steps) for run in runs],
+        step_terms=terms,
+        rereads=rereads,
+        alpha=alpha,
+        theta=theta,
+        std_normalise=std_normalise,
+    )
     degenerate = group_is_degenerate(rewards)
-    if estimator == "grpo":
-        outcome = grpo_advantages(rewards, std_normalise=std_normalise)
-        advantages = [broadcast(a, len(run.steps)) for a, run in zip(outcome, runs, strict=True)]
-    elif estimator == "rememr1":
-        steps = [[r.total for r in rememr1_step_rewards(run, golds)] for run in runs]
-        advantages = rememr1_advantages(rewards, steps, 0.8 if alpha is None else alpha)
-        degenerate = degenerate and group_is_degenerate([sum(s) for s in steps])
+    if estimator == "rememr1":
+        degenerate = degenerate and group_is_degenerate([sum(s) for s in terms or []])
     elif estimator == "rea":
-        rereads = [reread_count(run) for run in runs]
-        rea = rea_advantages(rewards, rereads, theta)
-        steps = centred_step_terms([_format_terms(run) for run in runs])
-        advantages = mix_rea(rea, steps, 0.05 if alpha is None else alpha)
         degenerate = degenerate and len(set(rereads)) <= 1
-    else:
-        raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
     return GroupCredit(rewards, correct, advantages, degenerate)
 
 
-def _format_terms(run: Run) -> list[float]:
-    """MemReread's small step term: 1.0 for a call that followed its format, else 0.0. Its
-    decide and integrate calls have no memory chain, so ReMemR1's gains do not apply."""
-    return [float(FORMAT_ERROR not in step.flags) for step in run.steps]
+def check_estimator(estimator: str) -> None:
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
+
+
+def needs_step_terms(estimator: str, alpha: float | None = None) -> bool:
+    """Whether ``estimator`` with ``alpha`` mixes in a step term (:func:`step_terms`)."""
+    weight = DEFAULT_ALPHA[estimator] if alpha is None else alpha
+    return estimator == "rememr1" or (estimator == "rea" and weight > 0.0)
+
+
+def step_terms(run: Run, golds: Sequence[str], estimator: str) -> list[float] | None:
+    """The per-conversation term ``estimator`` mixes into its advantage, one per step of
+    ``run``: ReMemR1's r_t (:func:`rememr1_step_rewards`) for ``rememr1``, MemReread's format
+    term for ``rea`` (1.0 for a call that followed its format, else 0.0: its decide and
+    integrate calls have no memory chain, so ReMemR1's gains do not apply); None for ``grpo``.
+    """
+    check_estimator(estimator)
+    if estimator == "rememr1":
+        return [r.total for r in rememr1_step_rewards(run, golds)]
+    if estimator == "rea":
+        return [float(FORMAT_ERROR not in step.flags) for step in run.steps]
+    return None
+
+
+def group_advantages(
+    estimator: str,
+    outcomes: Sequence[float],
+    lengths: Sequence[int],
+    *,
+    step_terms: Sequence[Sequence[float]] | None = None,
+    rereads: Sequence[int] | None = None,
+    alpha: float | None = None,
+    theta: float = DEFAULT_THETA,
+    std_normalise: bool = False,
+) -> list[list[float]]:
+    """The advantage of every conversation of a group: ``[rollout][step]``.
+
+    ``outcomes[i]``: rollout i's reward; ``lengths[i]``: its conversations; ``step_terms[i]``
+    (:func:`step_terms`, one per conversation) where the estimator mixes them in
+    (:func:`needs_step_terms`); ``rereads[i]``: its reread count (``rea``). ``alpha`` None is
+    the paper's weight; ``std_normalise`` applies to ``grpo``. Raises ValueError when an input
+    the estimator needs is missing or does not match the lengths.
+    """
+    check_estimator(estimator)
+    weight = DEFAULT_ALPHA[estimator] if alpha is None else alpha
+    if len(lengths) != len(outcomes):
+        raise ValueError(f"{len(outcomes)} outcomes but {len(lengths)} rollouts")
+    steps: list[list[float]] = []
+    if needs_step_terms(estimator, alpha):
+        if step_terms is None or [len(s) for s in step_terms] != list(lengths):
+            raise ValueError(f"{estimator} needs a step term for every conversation")
+        steps = [list(s) for s in step_terms]
+    if estimator == "grpo":
+        outcome = grpo_advantages(outcomes, std_normalise=std_normalise)
+        return [broadcast(a, n) for a, n in zip(outcome, lengths, strict=True)]
+    if estimator == "rememr1":
+        return rememr1_advantages(outcomes, steps, weight)
+    if rereads is None or len(rereads) != len(outcomes):
+        raise ValueError("rea needs each rollout's reread count")
+    rea = rea_advantages(outcomes, rereads, theta)
+    if weight == 0.0:  # pure ReA
+        return [broadcast(a, n) for a, n in zip(rea, lengths, strict=True)]
+    return mix_rea(rea, centred_step_terms(steps), weight)

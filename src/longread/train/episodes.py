@@ -4,8 +4,9 @@ A rollout is one agent run; each of its conversations (steps) is its own trainin
 with the prompt masked out and the loss on the completion tokens (ALGORITHMS.md section 7).
 A row carries what verl and SkyRL consume (TRAINING.md): prompt ids, completion ids, loss mask,
 the sampler's logprobs, the advantage, the group (question) id, the rollout id, the step index
-and whether it is the final call. The ids are the ones the backend sampled, taken from the step
-record: nothing is re-tokenised.
+and whether it is the final call. A supervised row (the warm start) has no advantage but a
+``weight``: how much its tokens count in the likelihood. The ids are the ones the backend
+sampled, taken from the step record: nothing is re-tokenised.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from ..trace import Run
 
 @dataclass(frozen=True)
 class TrainingRow:
-    """One conversation of one rollout, ready for a policy-gradient loss."""
+    """One conversation of one rollout, ready for a policy-gradient loss (``advantage``), or
+    one supervised episode's conversation, ready for a weighted likelihood (``weight``)."""
 
     prompt_ids: list[int]
     completion_ids: list[int]
@@ -28,6 +30,7 @@ class TrainingRow:
     rollout: str  # the run id
     step: int  # the conversation's index in the rollout
     is_final: bool
+    weight: float = 1.0  # supervised rows: the tokens' weight in the NLL; RL ignores it
 
     @property
     def loss_mask(self) -> list[int]:

@@ -26,6 +26,7 @@ class LossTerms:
     policy_loss: float
     kl: float | None  # token-mean k3 KL to the reference; None without a reference
     clip_fraction: float  # share of completion tokens whose clipped branch was taken
+    max_ratio_deviation: float  # max |ratio - 1| over completion tokens (0: exactly on-policy)
     tokens: int  # completion tokens the mean ran over
 
 
@@ -60,6 +61,9 @@ def policy_loss(
     count = tokens.clamp(min=1.0)
     pg = (-torch.minimum(unclipped, clipped) * weights).sum() / count
     clip_fraction = ((clipped < unclipped).to(weights.dtype) * weights).sum() / count
+    deviation = 0.0
+    if weights.numel():  # an empty batch has no tokens and no max
+        deviation = float(((ratio.detach() - 1.0).abs() * weights).max())
     loss, kl = pg, None
     if ref_logprobs is not None and kl_coef > 0.0:
         delta = (ref_logprobs - logprobs).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)
@@ -71,6 +75,7 @@ def policy_loss(
         policy_loss=float(pg.detach()),
         kl=kl,
         clip_fraction=float(clip_fraction.detach()),
+        max_ratio_deviation=deviation,
         tokens=int(tokens.detach()),
     )
 

@@ -183,9 +183,9 @@ def oracle_rows(
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
     agent's token cap (a reply the cap would cut is learnt cut, without end-of-turn). A row's
-    ``advantage`` is its weight in the loss: ``evidence_weight`` for the updates that take in
-    evidence, 1 for the rest. ``noise_rate``, ``claim_rate`` and ``rng``: noisy notes and false
-    claims (``oracle_episode``)."""
+    ``weight`` is its weight in the loss (it has no advantage): ``evidence_weight`` for the
+    updates that take in evidence, 1 for the rest. ``noise_rate``, ``claim_rate`` and ``rng``:
+    noisy notes and false claims (``oracle_episode``)."""
     eos = policy.tokenizer.eos_token_id
     rng = rng or random.Random(0)
     rows = []
@@ -199,11 +199,12 @@ def oracle_rows(
                     prompt_ids=policy.prompt_ids(turn.messages),
                     completion_ids=ids[:cap],
                     old_logprobs=None,
-                    advantage=evidence_weight if turn.takes_evidence else 1.0,
+                    advantage=0.0,  # supervised: no policy gradient
                     group=sample.id,
                     rollout="oracle",
                     step=index,
                     is_final=turn.kind == "final",
+                    weight=evidence_weight if turn.takes_evidence else 1.0,
                 )
             )
     return rows

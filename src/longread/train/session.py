@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -162,7 +163,11 @@ def train(
     stop_after: int | None = None,
     progress: bool = True,
 ) -> Position:
-    """Train as ``config`` says into ``out``, resuming from its newest checkpoint."""
+    """Train as ``config`` says into ``out``, resuming from its newest checkpoint. Settings
+    that cannot do what they say (:meth:`TrainConfig.warnings`) are warned about on stderr
+    first."""
+    for warning in config.warnings():
+        print(f"longread: warning: {warning}", file=sys.stderr)
     if config.run.threads > 0:
         # OpenMP's thread count is per thread: set it where torch computes (compute_thread).
         compute_thread.call(torch.set_num_threads, config.run.threads)

@@ -7,10 +7,12 @@ a fork:
 - :mod:`longread.train.verl.loop`: ``LongreadAgentLoop``, an agent loop (``register``) that
   runs a longread agent on verl's rollout servers and returns one ``AgentLoopOutput`` per
   conversation, built from the step records;
-- :mod:`longread.train.verl.plugin`: the ``longread_rememr1`` and ``longread_rea`` advantage
-  estimators (``register_adv_est``) and the ``longread_*`` trainers (``register_trainer``)
-  that hand them what verl's estimator interface cannot carry (rollout and step of each row,
-  step rewards, reread counts). Name it in ``VERL_USE_EXTERNAL_MODULES``.
+- :mod:`longread.train.verl.plugin`: the ``longread_grpo``, ``longread_rememr1`` and
+  ``longread_rea`` advantage estimators (``register_adv_est``; the CPU trainer's own credit
+  function, :mod:`longread.train.credit`) and the ``longread_*`` trainers
+  (``register_trainer``) that hand them what verl's estimator interface cannot carry
+  (rollout and step of each row, step rewards, reread counts). Name it in
+  ``VERL_USE_EXTERNAL_MODULES``.
 
 Those two import verl (``make install-verl``); without it, importing them raises a UsageError
 that says so. What this package exports is engine-neutral and imports without verl.
@@ -31,7 +33,7 @@ from .rows import (
 from .sessions import METHODS, SessionRow, parse_row_key, row_advantages, session_rows
 
 # verl's adv_estimator names for longread's advantages -> the method of row_advantages.
-ESTIMATORS = {"longread_rememr1": "rememr1", "longread_rea": "rea"}
+ESTIMATORS = {"longread_grpo": "grpo", "longread_rememr1": "rememr1", "longread_rea": "rea"}
 VERL_VERSION = "0.9.1"  # the release the adapter was written against (docs/verl.md)
 
 

@@ -16,7 +16,9 @@ Agent loop config file (``actor_rollout_ref.rollout.agent.agent_loop_config_path
       agent: memagent            # any longread agent with memory: memagent, rememr1, memreread
       agent_options: {chunk_tokens: 5000, memory_tokens: 1024}
       reward: strict             # strict (the eval judge) or contained (MemReread's)
-      step_rewards: none         # rememr1: record ReMemR1's step rewards for longread_rememr1
+      step_rewards: none         # the step term the advantage mixes in, one per conversation:
+                                 # rememr1 (ReMemR1's r_t, for longread_rememr1) or rea
+                                 # (MemReread's format term, for longread_rea)
       trace_dir: null            # a folder to save every run's trace in
 
 The sampler is verl's: its temperature, top-p and top-k apply to every call (the agent's own
@@ -41,7 +43,8 @@ from ...llm.base import Completion, Message, SamplingParams
 from ...text.chunking import Chunk, chunk_text
 from ...text.tokenizer import Tokenizer
 from ...trace import Run
-from ..rewards import contained_reward, outcome_reward, rememr1_step_rewards, reread_count
+from ..credit import step_terms
+from ..rewards import contained_reward, outcome_reward, reread_count
 from . import verl_missing
 from .rows import LOOP_NAME, PAYLOAD_KEY, ConversationOutput, conversation_outputs, sample_from_row
 
@@ -57,7 +60,7 @@ except ImportError as error:
     raise verl_missing(error) from None
 
 REWARDS = ("strict", "contained")
-STEP_REWARDS = ("none", "rememr1")
+STEP_REWARDS = ("none", "rememr1", "rea")
 
 
 class TransformersTokenizer:
@@ -258,9 +261,8 @@ class LongreadAgentLoop(AgentLoopBase):
             outcome = contained_reward(run, golds)
         else:
             outcome = outcome_reward(run, golds, kind=kind)
-        steps = None
-        if self.step_rewards == "rememr1":
-            steps = [r.total for r in rememr1_step_rewards(run, golds)]
+        # The same per-conversation term the CPU trainer's credit step computes.
+        steps = None if self.step_rewards == "none" else step_terms(run, golds, self.step_rewards)
         return conversation_outputs(run, outcome, step_rewards=steps, rereads=reread_count(run))
 
     def _verl_output(self, output: ConversationOutput, backend: ServerBackend) -> AgentLoopOutput:

@@ -8,8 +8,9 @@ and broadcasts its advantage to the rollout's other conversations (all MemAgent 
 the rewards, the response masks and the question ids: it cannot tell which rollout or which
 conversation a row is, and never sees step rewards or reread counts. So this module registers:
 
-- ``longread_rememr1`` and ``longread_rea`` (``register_adv_est``): estimators that compute
-  :func:`~longread.train.verl.row_advantages` from verl's rewards plus the batch's rows;
+- ``longread_grpo``, ``longread_rememr1`` and ``longread_rea`` (``register_adv_est``):
+  estimators that compute :func:`~longread.train.verl.row_advantages` (the CPU trainer's own
+  credit function) from verl's rewards plus the batch's rows;
 - ``longread_sync``, ``longread_colocate_async`` and ``longread_separate_async``
   (``register_trainer``): verl's three trainers, unchanged except that ``_compute_advantage``
   first reads every row's key and the loop's payload and hands them to the estimator for the
@@ -20,7 +21,8 @@ verl must import this module in every process (the trainer and the rollout worke
 actors): set ``VERL_USE_EXTERNAL_MODULES=longread.train.verl.plugin``; ``import verl`` then
 imports it. It imports the agent loop too, so ``longread_agent`` is registered everywhere.
 Settings come from ``algorithm.longread`` (``+algorithm.longread.alpha=0.8``,
-``+algorithm.longread.theta=0.9``); absent, the papers' values apply.
+``+algorithm.longread.theta=0.9``, ``+algorithm.longread.std_normalise=true``), the names of the
+CPU trainer's ``[reward]`` settings; absent, the papers' values apply (and no std division).
 """
 
 from __future__ import annotations
@@ -85,16 +87,32 @@ def estimate(
     if uids != [r.uid for r in rows]:
         raise RuntimeError("the advantage step's rows are not in the order of the batch's keys")
     section = (config.get("longread", None) if hasattr(config, "get") else None) or {}
+    alpha = section.get("alpha")
     values = row_advantages(
         rows,
         token_level_rewards.sum(dim=-1).tolist(),
         method,
-        alpha=section.get("alpha"),
+        alpha=None if alpha is None or alpha < 0 else float(alpha),  # -1: as the CPU config
         theta=float(section.get("theta", DEFAULT_THETA)),
+        std_normalise=bool(section.get("std_normalise", False)),
     )
     scores = torch.tensor(values, dtype=token_level_rewards.dtype, device=response_mask.device)
     advantages = scores.unsqueeze(-1) * response_mask
     return advantages, advantages
+
+
+@register_adv_est("longread_grpo")
+def grpo_estimator(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Sequence[Any] | None = None,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GRPO (ALGORITHMS.md section 7) through the CPU trainer's credit function: verl's own
+    ``grpo`` gives the same values, except a question with one rollout (verl: its reward;
+    longread: 0)."""
+    return estimate("grpo", token_level_rewards, response_mask, index, config)
 
 
 @register_adv_est("longread_rememr1")
@@ -117,7 +135,8 @@ def rea_estimator(
     config: Any = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """MemReread's ReA (ALGORITHMS.md section 3) as a verl estimator."""
+    """MemReread's ReA (ALGORITHMS.md section 3), mixed with its format term (alpha 0.05;
+    the agent loop records it with ``step_rewards: rea``), as a verl estimator."""
     return estimate("rea", token_level_rewards, response_mask, index, config)
 
 

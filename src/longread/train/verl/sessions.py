@@ -4,14 +4,16 @@
 An engine hands its advantage step a flat batch: one row per conversation, named in verl 0.9
 by a key ``{uid}_{session}_{index}`` (the question, the rollout of it, the conversation's place
 in the rollout; ``trainer/ppo/v1/utils.py``). :func:`row_advantages` regroups the rows, takes
-each rollout's outcome from its final row (as verl's multi-trajectory GRPO does), computes the
-group advantages with :mod:`longread.train.advantages` and gives every row its value:
+each rollout's outcome from its final row (as verl's multi-trajectory GRPO does), hands each
+group to the CPU trainer's own credit function
+(:func:`~longread.train.credit.group_advantages`) and gives every row its value:
 
 - ``grpo``: the outcome advantage of the rollout, broadcast to its conversations;
 - ``rememr1``: ReMemR1's per-step mix of the outcome and step terms (alpha 0.8);
-- ``rea``: MemReread's ReA, broadcast; with ``alpha > 0`` mixed with a step term (the
-  reference mixes 0.05, but ALGORITHMS.md does not define MemReread's step reward, so the
-  mix is off unless asked for and the loop records step rewards).
+- ``rea``: MemReread's ReA mixed with its format term (alpha 0.05); alpha 0 is pure ReA.
+
+The step terms are the ones the loop records per conversation (``step_rewards: rememr1`` or
+``rea`` in its config, :func:`~longread.train.credit.step_terms`).
 
 Unlike verl's GRPO, a question with a single rollout gets advantage 0 (its reward is its
 mean), as :func:`~longread.train.advantages.grpo_advantages` defines it.
@@ -23,21 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..advantages import (
-    broadcast,
-    centred_step_terms,
-    grpo_advantages,
-    mix_rea,
-    rea_advantages,
-    rememr1_advantages,
-)
+from ..credit import DEFAULT_THETA, ESTIMATORS, group_advantages, needs_step_terms
 from .rows import PAYLOAD_KEY
 
-METHODS = ("grpo", "rememr1", "rea")
-# ReMemR1's alpha weighs the outcome term (paper: 0.8); ReA's weighs a step term, off by
-# default (see the module docstring). grpo has no alpha.
-DEFAULT_ALPHA = {"grpo": 0.0, "rememr1": 0.8, "rea": 0.0}
-DEFAULT_THETA = 0.9
+METHODS = ESTIMATORS
 
 
 @dataclass(frozen=True)
@@ -101,23 +92,26 @@ def row_advantages(
     paper value; ``theta`` is ReA's correctness threshold; ``std_normalise`` applies to grpo.
 
     Raises ValueError when a rollout's conversation indices are not 0..n-1, or when the
-    method needs what a row lacks (step rewards for rememr1, reread counts for rea).
+    method needs what a row lacks (step rewards for rememr1 and mixed rea, reread counts for
+    rea).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
     if len(outcomes) != len(rows):
         raise ValueError(f"{len(outcomes)} outcomes for {len(rows)} rows")
-    weight = DEFAULT_ALPHA[method] if alpha is None else alpha
     result = [0.0] * len(rows)
     for sessions in _groups(rows).values():
-        finals = [outcomes[positions[-1]] for positions in sessions]
-        if method == "grpo":
-            outcome = grpo_advantages(finals, std_normalise=std_normalise)
-            values = [broadcast(a, len(p)) for a, p in zip(outcome, sessions, strict=True)]
-        elif method == "rememr1":
-            values = rememr1_advantages(finals, _step_rewards(rows, sessions, "rememr1"), weight)
-        else:
-            values = _rea(rows, sessions, finals, weight, theta)
+        values = group_advantages(
+            method,
+            [outcomes[positions[-1]] for positions in sessions],
+            [len(positions) for positions in sessions],
+            step_terms=_step_rewards(rows, sessions, method) if needs_step_terms(method, alpha)
+            else None,
+            rereads=_rereads(rows, sessions) if method == "rea" else None,
+            alpha=alpha,
+            theta=theta,
+            std_normalise=std_normalise,
+        )  # fmt: skip
         for positions, session_values in zip(sessions, values, strict=True):
             for position, value in zip(positions, session_values, strict=True):
                 result[position] = value
@@ -151,23 +145,14 @@ def _step_rewards(
     rewards = [[rows[i].step_reward for i in positions] for positions in sessions]
     if any(r is None for session in rewards for r in session):
         raise ValueError(
-            f"{method} needs a step reward on every conversation; set step_rewards: rememr1 "
+            f"{method} needs a step reward on every conversation; set step_rewards: {method} "
             "in the agent loop config"
         )
     return [[float(r) for r in session if r is not None] for session in rewards]
 
 
-def _rea(
-    rows: Sequence[SessionRow],
-    sessions: list[list[int]],
-    finals: list[float],
-    alpha: float,
-    theta: float,
-) -> list[list[float]]:
+def _rereads(rows: Sequence[SessionRow], sessions: list[list[int]]) -> list[int]:
     rereads = [rows[positions[-1]].rereads for positions in sessions]
     if any(k is None for k in rereads):
         raise ValueError("rea needs each rollout's reread count; the longread loop records it")
-    rea = rea_advantages(finals, [int(k or 0) for k in rereads], theta)
-    if alpha == 0.0:
-        return [broadcast(a, len(p)) for a, p in zip(rea, sessions, strict=True)]
-    return mix_rea(rea, centred_step_terms(_step_rewards(rows, sessions, "rea")), alpha)
+    return [int(k or 0) for k in rereads]

@@ -1,0 +1,189 @@
+"""Rollout collection for the CPU trainer: samples in a seeded order, every rollout of a step
+through the agent itself, each group scored by the shared credit function, and the training
+rows (one per conversation) that the update trains on.
+
+Every rollout's sampling seed is a function of the run seed, the step, the group and the
+rollout's index, so a resumed run samples exactly what an uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import fmean
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from ..agents import make_agent, make_config
+from ..data.records import Sample
+from ..errors import UsageError
+from ..llm.base import LLMBackend
+from ..text.tokenizer import Tokenizer
+from ..trace import FORMAT_ERROR, NO_BOXED_ANSWER, Run
+from .checkpoint import Position
+from .config import TrainConfig
+from .credit import GroupCredit, group_credit
+from .engines import RolloutEngine
+from .episodes import TrainingRow, training_rows
+
+
+@dataclass
+class Rollouts:
+    """One step's rollouts: per group, the sample, its runs and its credit."""
+
+    samples: list[Sample]
+    runs: list[list[Run]]
+    credit: list[GroupCredit]
+
+
+class DataOrder:
+    """A fresh seeded shuffle of the training set every epoch; ``take`` advances a Position."""
+
+    def __init__(self, samples: Sequence[Sample], seed: int) -> None:
+        if not samples:
+            raise UsageError("no training samples")
+        self.samples = list(samples)
+        self.seed = seed
+
+    def order(self, epoch: int) -> list[int]:
+        indices = list(range(len(self.samples)))
+        random.Random(f"{self.seed}:{epoch}").shuffle(indices)
+        return indices
+
+    def take(self, position: Position, count: int) -> list[Sample]:
+        taken: list[Sample] = []
+        while len(taken) < count:
+            order = self.order(position.epoch)
+            if position.index >= len(order):
+                position.epoch, position.index = position.epoch + 1, 0
+                continue
+            taken.append(self.samples[order[position.index]])
+            position.index += 1
+        return taken
+
+
+def agent_config(config: TrainConfig, *, seed: int | None, temperature: float | None = None) -> Any:
+    """The agent config of a rollout (the rollout sampling, ``seed``) or, with
+    ``temperature``, of an evaluation (top-p off)."""
+    agent = config.agent
+    options = {
+        "prompt_set": agent.prompt_set,
+        "chunk_tokens": agent.chunk_tokens,
+        "memory_tokens": agent.memory_tokens,
+        "final_tokens": agent.final_tokens,
+        "temperature": config.rollout.temperature if temperature is None else temperature,
+        "top_p": config.rollout.top_p if temperature is None else 1.0,
+        "seed": seed,
+        **agent.options,
+    }
+    return make_config(agent.name, **options)
+
+
+def rollout_seed(seed: int, step: int, group: int, k: int) -> int:
+    """The sampling seed of rollout ``k`` of group ``group`` at step ``step``."""
+    return random.Random(f"{seed}:{step}:{group}:{k}").randrange(2**31)
+
+
+def collect_rollouts(
+    config: TrainConfig,
+    engine: RolloutEngine,
+    tokenizer: Tokenizer,
+    samples: list[Sample],
+    number: int,
+    *,
+    progress: bool = True,
+) -> Rollouts:
+    """Every rollout of step ``number`` through the agent itself, scored per group."""
+    n = config.rollout.rollouts
+    bar = tqdm(
+        total=len(samples) * n, desc=f"step {number} rollouts", unit="run", leave=False,
+        disable=not progress, dynamic_ncols=True,
+    )  # fmt: skip
+    try:
+        flat = asyncio.run(_run_all(config, engine.open(), tokenizer, samples, number, bar))
+    finally:
+        bar.close()
+    runs = [flat[g * n : (g + 1) * n] for g in range(len(samples))]
+    credit = [credit_of(config, s, group) for s, group in zip(samples, runs, strict=True)]
+    return Rollouts(samples, runs, credit)
+
+
+async def _run_all(
+    config: TrainConfig,
+    backend: LLMBackend,
+    tokenizer: Tokenizer,
+    samples: list[Sample],
+    number: int,
+    bar: Any,
+) -> list[Run]:
+    """The step's rollouts, concurrently, group by group then rollout by rollout; the backend
+    is closed afterwards (an engine opens a fresh one per step; closing the policy's own
+    backend is a no-op)."""
+
+    async def one(sample: Sample, group: int, k: int) -> Run:
+        seed = rollout_seed(config.run.seed, number, group, k)
+        agent = make_agent(
+            config.agent.name, backend, tokenizer, agent_config(config, seed=seed),
+            record_tokens=True,
+        )  # fmt: skip
+        run = await agent.run(sample.question, sample.context, sample_id=sample.id)
+        bar.update(1)
+        return run
+
+    jobs = [one(s, g, k) for g, s in enumerate(samples) for k in range(config.rollout.rollouts)]
+    try:
+        return list(await asyncio.gather(*jobs))
+    finally:
+        await backend.aclose()
+
+
+def credit_of(config: TrainConfig, sample: Sample, runs: list[Run]) -> GroupCredit:
+    """The credit step: one group's rewards and advantages, as ``config.reward`` says."""
+    reward = config.reward
+    return group_credit(
+        runs,
+        sample.answers,
+        kind=sample.meta.get("kind", "qa"),
+        reward=reward.reward,
+        estimator=reward.estimator,
+        std_normalise=reward.std_normalise,
+        alpha=None if reward.alpha < 0 else reward.alpha,
+        recall_weight=reward.recall_weight,
+    )
+
+
+def rollout_rows(config: TrainConfig, rollouts: Rollouts) -> tuple[list[TrainingRow], int]:
+    """The step's training rows and the number of degenerate groups dropped (kept with
+    ``reward.keep_degenerate``)."""
+    rows: list[TrainingRow] = []
+    dropped = 0
+    for sample, runs, credit in zip(rollouts.samples, rollouts.runs, rollouts.credit, strict=True):
+        if credit.degenerate and not config.reward.keep_degenerate:
+            dropped += 1
+            continue
+        for run, advantages in zip(runs, credit.advantages, strict=True):
+            rows.extend(training_rows(run, advantages, sample.id))
+    return rows, dropped
+
+
+def rollout_record(rollouts: Rollouts) -> dict[str, Any]:
+    """What the step's metrics say about its rollouts: reward, accuracy, memory length,
+    format errors, tokens."""
+    runs = [run for group in rollouts.runs for run in group]
+    updates = [s for run in runs for s in run.steps if s.kind == "update"]
+    calls = [s for run in runs for s in run.steps]
+    return {
+        "reward": fmean(r for c in rollouts.credit for r in c.rewards),
+        "accuracy": fmean(r for c in rollouts.credit for r in c.correct),
+        "memory_tokens": fmean(s.completion_tokens for s in updates) if updates else None,
+        "format_error_rate": fmean(FORMAT_ERROR in s.flags for s in calls),
+        "no_boxed_answer_rate": fmean(
+            any(NO_BOXED_ANSWER in s.flags for s in run.steps) for run in runs
+        ),
+        "groups": len(rollouts.credit),
+        "generated_tokens": sum(s.completion_tokens for s in calls),
+        "prompt_tokens": sum(s.prompt_tokens for s in calls),
+    }
