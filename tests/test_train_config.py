@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from longread.cli.main import cli
 from longread.errors import UsageError
-from longread.train.config import load_config
+from longread.train.config import TrainConfig, load_config
 
 
 def write(tmp_path: Path, text: str, name: str = "train.toml") -> Path:
@@ -151,3 +151,17 @@ def test_pairs_that_work_are_accepted(tmp_path: Path, agent: str, estimator: str
 def test_an_unknown_agent_is_refused_by_the_config_check(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="unknown agent 'memagnet'"):
         load_config(write(tmp_path, '[data]\ntrain = "x"\n[agent]\nname = "memagnet"\n'))
+
+
+def test_a_run_saved_before_minibatches_existed_resumes_as_it_trained(tmp_path: Path) -> None:
+    """Such a run took one optimizer step per training step: the new default (2) would change
+    how it trains mid-run, so resuming it asks for optim.minibatches = 1."""
+    from longread.train.runconfig import check_same_run
+
+    config = TrainConfig.from_dict({"data": {"train": [str(tmp_path / "train.jsonl")]}})
+    saved = config.to_dict()
+    del saved["optim"]["minibatches"]
+    with pytest.raises(UsageError, match="sections optim differ"):
+        check_same_run(saved, config, tmp_path)
+    config.optim.minibatches = 1
+    check_same_run(saved, config, tmp_path)  # accepted

@@ -119,10 +119,18 @@ def _absolute(path: str, base: str | Path) -> str:
     return str(candidate if candidate.is_absolute() else (Path(base) / candidate).resolve())
 
 
+# Settings added with a default that trains differently from before: a config saved without
+# one ran with this value, so that is what resuming it must ask for.
+_BEFORE = {"optim": {"minibatches": 1}}
+
+
 def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
     """A saved config with the settings added to longread since it was written at their
-    defaults: a new option left alone must not block resuming an older run."""
+    defaults (or, for :data:`_BEFORE`, at the value the run had): a new option left alone
+    must not block resuming an older run, nor silently change how it trains."""
     defaults = TrainConfig().to_dict()
+    for section, values in _BEFORE.items():
+        defaults[section] = {**defaults[section], **values}
     return {
         name: {**defaults[name], **section}
         if isinstance(section, dict) and name in defaults
