@@ -15,7 +15,7 @@ each first one request a paragraph, one after another (the old path), then ``cou
 
 - a stub server on 127.0.0.1 that tokenises with the same vocabulary and waits ``--delay-ms``
   before each answer, standing in for a server's round trip (the measured round trip is
-  printed), in llama.cpp's dialect (one text a request: requests go 16 at a time) and in
+  printed), in llama.cpp's dialect (texts between separator ids, 128 a request) and in
   SGLang's (lists of texts: 128 a request);
 - with ``--llama-server``, llama-cpp-python's own server (``python -m llama_cpp.server``, as
   the integration tests start it) serving the bundled GGUF file: no added delay.
@@ -98,8 +98,12 @@ class _StubHandler(BaseHTTPRequestHandler):
         time.sleep(self.server.delay)
         # Like llama.cpp's server, answer no tokens to a body in another dialect.
         text = body.get("content" if self.server.dialect == "llama.cpp" else "prompt")
-        if isinstance(text, list):
-            tokens: Any = [self.server.tokenizer.encode(t) for t in text]
+        if isinstance(text, list) and self.server.dialect == "llama.cpp":
+            # llama.cpp: one id list, each text tokenised alone and each integer kept.
+            encode = self.server.tokenizer.encode
+            tokens: Any = [i for t in text for i in (encode(t) if isinstance(t, str) else [t])]
+        elif isinstance(text, list):
+            tokens = [self.server.tokenizer.encode(t) for t in text]
         else:
             tokens = self.server.tokenizer.encode(text) if isinstance(text, str) else []
         data = json.dumps({"tokens": tokens}).encode()
