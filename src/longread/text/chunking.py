@@ -15,7 +15,8 @@ A tokenizer that can vouch for a join (``cuts_between``: no token spans it) spar
 count: where it vouches for every join in the chunk, the sum of the pieces' counts is exact.
 One that cannot but counts many texts at once (``count_many``: a server) is asked, with the
 chunk it must count, for the next few chunks as the paragraphs' counts predict them: one round
-trip then serves several chunks, and a wrong guess costs nothing but the guess.
+trip then serves several chunks, and a wrong guess costs nothing but the guess (after a round
+of guesses that all missed, only one chunk is guessed until a guess is right again).
 """
 
 from __future__ import annotations
@@ -382,6 +383,8 @@ class _Packer:
         # Paragraphs not fed yet, and the exact counts of the chunk texts guessed from them.
         self.ahead = ahead
         self.guessed: dict[str, int] = {}
+        self.guessing = _GUESSED_CHUNKS  # how many to guess next time; 1 after all missed
+        self.guesses_made = 0
         self.pieces: list[str] = []
         self.counts: list[int] = []  # each piece counted alone
         # Whether the tokenizer provably cuts between each piece and the one before it (see
@@ -466,11 +469,20 @@ class _Packer:
         known = self.guessed.pop(text, None)
         if known is not None:
             return known
-        guesses = self._guess_chunks(pending) if pending and self.ahead else []
+        if pending is None or self.ahead is None:
+            return self.tokenizer.count(text)
+        if self.guesses_made:
+            # Pieces that count differently together than alone make every guess wrong:
+            # guess one chunk only (a cheap probe) until one is right again.
+            hit = len(self.guessed) < self.guesses_made
+            self.guessing = _GUESSED_CHUNKS if hit else 1
+        guesses = self._guess_chunks(pending)
+        self.guesses_made = len(guesses)
+        self.guessed = {}  # older guesses are stale: the packer went another way
         if not guesses:
             return self.tokenizer.count(text)
         counts = self.tokenizer.count_many([text, *guesses])  # type: ignore[attr-defined]
-        self.guessed = dict(zip(guesses, counts[1:], strict=True))  # older guesses are stale
+        self.guessed = dict(zip(guesses, counts[1:], strict=True))
         return int(counts[0])
 
     def _guess_chunks(self, pending: tuple[str, int]) -> list[str]:
@@ -481,7 +493,7 @@ class _Packer:
         guesses: list[str] = []
         pieces, total = [pending[0]], pending[1]
         for text, tokens in self.ahead.items:
-            if tokens is None or tokens > self.max_tokens or len(guesses) == _GUESSED_CHUNKS:
+            if tokens is None or tokens > self.max_tokens or len(guesses) == self.guessing:
                 break
             if total + tokens > self.max_tokens:
                 guesses.append("".join(pieces))
