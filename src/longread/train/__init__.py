@@ -2,9 +2,11 @@
 runs with token records; rewards and advantages are pure functions over them; every
 conversation becomes one training row.
 
-The pure parts are imported here. The torch parts (``loss``, ``policy``, ``trainer``,
-``session``, ``export``) need the ``train`` extra and are imported from their modules, so the
-rest stays light; ``verl`` holds the adapter for verl's GPU trainer."""
+The pure parts are imported here, the group credit every engine shares among them
+(``credit``). The torch parts (``loss``, ``policy``, ``trainer`` with its ``rollouts``,
+``update`` and ``run_folder``, ``session``, ``export``) need the ``train`` extra and are
+imported from their modules, so the rest stays light; ``verl`` holds the adapter for verl's GPU
+trainer."""
 
 from .advantages import (
     broadcast,
@@ -15,6 +17,7 @@ from .advantages import (
     rea_advantages,
     rememr1_advantages,
 )
+from .credit import GroupCredit, group_advantages, group_credit, step_terms
 from .episodes import TrainingRow, training_rows
 from .rewards import (
     StepReward,
@@ -27,11 +30,14 @@ from .rewards import (
 )
 
 __all__ = [
+    "GroupCredit",
     "StepReward",
     "TrainingRow",
     "broadcast",
     "centred_step_terms",
     "contained_reward",
+    "group_advantages",
+    "group_credit",
     "group_is_degenerate",
     "group_rewards",
     "grpo_advantages",
@@ -42,5 +48,6 @@ __all__ = [
     "rememr1_advantages",
     "rememr1_step_rewards",
     "reread_count",
+    "step_terms",
     "training_rows",
 ]
