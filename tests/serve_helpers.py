@@ -22,7 +22,7 @@ from openai import OpenAI
 from longread.errors import BackendError
 from longread.llm.base import Completion, Message, SamplingParams
 from longread.serve import ServeConfig, create_app
-from longread.serve.server import bind, url
+from longread.asgi import bind, url
 
 from .scripted import ScriptedBackend, WordTokenizer
 

@@ -113,7 +113,7 @@ def test_the_command_opens_the_browser_once_the_server_listens(run_dir, monkeypa
         sock.close()
         on_ready()
 
-    monkeypatch.setattr("longread.view.server.serve", fake_serve)
+    monkeypatch.setattr("longread.asgi.serve", fake_serve)
     monkeypatch.setattr("webbrowser.open", opened.append)
     result = CliRunner().invoke(cli, ["view", str(run_dir)])
     assert result.exit_code == 0, result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -124,8 +125,8 @@ def serve_command(
     request carries (streamed or not). Backend flags as for ask; agent flags are every
     request's defaults."""
     try:
-        from ..serve import ServeConfig, create_app, default_runs_dir
-        from ..serve.server import bind, is_loopback, serve, url
+        from ..asgi import bind, is_loopback, serve, url
+        from ..serve import ServeConfig, create_app, default_runs_dir, stop_runs
     except ImportError as exc:
         raise UsageError(
             f"longread serve needs the serve extra ({exc.name} is missing): "
@@ -152,7 +153,8 @@ def serve_command(
     if not config.keys and not is_loopback(host):
         click.echo(
             f"longread: warning: listening on {host} with no --serve-api-key: anyone who can "
-            "reach this port can run the model",
+            "reach this port can run the model and read every document, question and answer "
+            "sent to it (the traces at /view)",
             err=True,
         )
     prepared = _Prepared(settings)
@@ -164,10 +166,15 @@ def serve_command(
         click.echo(f"longread serve: {address}/v1  (traces: {config.runs_dir}; Ctrl-C stops)")
 
     verbose = logging.getLogger("longread").isEnabledFor(logging.INFO)
-    try:
-        serve(app, sock, ready, prepare=prepared.build, verbose=verbose)
-    except KeyboardInterrupt:  # Ctrl-C is how a server is stopped: the runs ended cleanly
-        click.echo("longread serve: stopped", err=True)
+    # Ctrl-C or SIGTERM is how a server is stopped: serve() returns once the runs have ended
+    # and their traces are written. A KeyboardInterrupt is a Ctrl-C that came before the
+    # server's own handlers were in place (or after they were gone): a stop all the same.
+    with contextlib.suppress(KeyboardInterrupt):
+        serve(
+            app, sock, ready,
+            prepare=prepared.build, on_stop=lambda: stop_runs(app), verbose=verbose,
+        )  # fmt: skip
+    click.echo("longread serve: stopped", err=True)
 
 
 def _check_defaults(defaults: dict[str, Any]) -> None:

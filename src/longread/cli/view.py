@@ -10,6 +10,9 @@ import click
 
 from ..errors import UsageError
 
+# The viewer shows local files, to this machine only.
+HOST = "127.0.0.1"
+
 
 @click.command(name="view")
 @click.argument("path", type=click.Path(path_type=Path))
@@ -31,8 +34,8 @@ def view_command(path: Path, port: int, no_browser: bool, export_to: Path | None
     """Show PATH in the browser: a trace JSON file, an eval run folder, or a folder of trace
     JSON files. Serves a local page on 127.0.0.1 until Ctrl-C."""
     try:
+        from ..asgi import bind, serve, url
         from ..view import create_app, export_html
-        from ..view.server import bind, serve, url
         from ..view.sources import open_source
     except ImportError as exc:
         raise UsageError(
@@ -45,14 +48,15 @@ def view_command(path: Path, port: int, no_browser: bool, export_to: Path | None
         click.echo(f"wrote {export_to} ({count} trace(s))")
         return
     app = create_app(path)
-    sock = bind(port)
-    address = url(sock)
+    sock = bind(HOST, port)
+    address = url(sock) + "/"
 
     def ready() -> None:
         click.echo(f"longread view: {address}  (Ctrl-C stops)")
         if not no_browser:
             webbrowser.open(address)
 
-    # uvicorn shuts down cleanly on Ctrl-C, then raises it again: stopping is no error here.
+    # serve() returns on Ctrl-C or SIGTERM; a KeyboardInterrupt is a Ctrl-C that came before
+    # the server's own handlers were in place. Stopping is no error.
     with contextlib.suppress(KeyboardInterrupt):
         serve(app, sock, ready)

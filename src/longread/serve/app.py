@@ -67,6 +67,16 @@ def create_app(backend_factory: BackendFactory, settings: ServeConfig | None = N
     return app
 
 
+async def stop_runs(app: FastAPI) -> None:
+    """Cancel every run and wait for their traces: the server is stopping. Called as soon as it
+    stops listening (``longread.asgi.serve``'s ``on_stop``), so that waiting clients hear why
+    (a 503, or an error frame) while their connections are open, instead of being cut when the
+    graceful shutdown's time is up."""
+    manager: RunManager | None = getattr(app.state, "manager", None)
+    if manager is not None:
+        await manager.close()
+
+
 def _add_routes(app: FastAPI, settings: ServeConfig, *, with_viewer: bool) -> None:
     created = int(time.time())
 
