@@ -19,10 +19,10 @@ from typing import Any
 import uvicorn
 from openai import OpenAI
 
+from longread.asgi import bind, url
 from longread.errors import BackendError
 from longread.llm.base import Completion, Message, SamplingParams
 from longread.serve import ServeConfig, create_app
-from longread.asgi import bind, url
 
 from .scripted import ScriptedBackend, WordTokenizer
 
@@ -139,7 +139,8 @@ class ServerThread:
         self._sock.close()
 
     def traces(self) -> list[Path]:
-        return sorted(self.settings.runs_dir.glob("*.json"))
+        """Every trace written, each key's folder included."""
+        return sorted(self.settings.runs_dir.rglob("*.json"))
 
 
 def wait_for(condition: Callable[[], object], what: str, timeout: float = 20.0) -> None:

@@ -15,8 +15,10 @@ from typing import Any
 
 import openai
 import pytest
+from click.testing import CliRunner
 from openai import OpenAI
 
+from longread.cli.main import cli
 from longread.trace import Run
 
 from .fake_openai_server import FakeOpenAIServer, Reply, completion_body, models_body, unused_port
@@ -102,7 +104,9 @@ def test_serve_answers_through_an_upstream_server(tmp_path):
     assert {c.body["model"] for c in calls} == {"upstream-model"}
     assert reply.usage.prompt_tokens == 2000 * len(calls)  # the upstream's own counts
     run_id = reply.model_extra["longread"]["run_id"]
-    assert (tmp_path / "runs" / f"{run_id}.json").is_file()
+    # The trace lies in the key's own folder: runs/key-<digest of the key>/<run id>.json.
+    (trace,) = (tmp_path / "runs").rglob(f"{run_id}.json")
+    assert trace.parent.name.startswith("key-") and "sekrit" not in trace.parent.name
     assert process.returncode == 0
     assert "longread serve: stopped" in process.stderr.read()
 
@@ -182,6 +186,31 @@ def test_an_unreachable_upstream_is_one_line_and_exit_3(tmp_path):
     assert out == ""
     assert err.startswith("longread: error: ")
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("keys", [(), ("sekrit",)], ids=["no-key", "key"])
+def test_listening_beyond_this_machine_without_a_key_warns_that_anyone_reads_everything(
+    tmp_path, monkeypatch, keys
+):
+    served = []
+    # The server itself is not the point: it stops at once, having said where it listens.
+    monkeypatch.setattr("longread.asgi.serve", lambda *args, **kwargs: served.append(args))
+    flags = [f"--serve-api-key={key}" for key in keys]
+    result = CliRunner().invoke(
+        cli,
+        ["serve", "--host", "0.0.0.0", "--port", "0", "--runs-dir", str(tmp_path), *flags,
+         "--base-url", f"http://127.0.0.1:{unused_port()}/v1"],
+        env={"LONGREAD_SERVE_API_KEYS": None},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert len(served) == 1
+    warnings = [line for line in result.output.splitlines() if "no --serve-api-key" in line]
+    if keys:
+        assert warnings == []
+    else:
+        (warning,) = warnings
+        assert "anyone who can reach this port can run the model" in warning
+        assert "read every document" in warning
 
 
 def test_a_taken_port_is_one_line_and_exit_2(tmp_path):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
+import subprocess
+import sys
 
 import httpx
 import pytest
@@ -131,3 +134,15 @@ def test_the_command_serves_the_run_on_localhost(run_dir):
         "right", "wrong", "payload", "failed", "capped",
     ]  # fmt: skip
     assert "What is the colour of the door?" in trace
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_the_viewer_stops_on_ctrl_c_or_sigterm_without_an_error(run_dir, sig):
+    # SIGTERM used to kill it (uvicorn raises the signal again once it has shut down).
+    command = [sys.executable, "-m", "longread", "view", str(run_dir), "--no-browser"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        assert "http://127.0.0.1:" in p.stdout.readline()
+        p.send_signal(sig)
+        _, stderr = p.communicate(timeout=60)  # a hang guard, not a timing
+    assert p.returncode == 0, stderr
+    assert "Traceback" not in stderr

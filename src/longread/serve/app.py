@@ -2,8 +2,9 @@
 
 Routes: ``GET /health``, ``GET /v1/models`` (one model per agent), ``POST /v1/chat/completions``
 (streamed or not), and the trace viewer at ``/view`` over the runs folder when
-``longread.view`` is installed. The backend is built once, when the server starts, by
-``backend_factory``: the CLI passes the ``ask`` flags' backend, tests a test double.
+``longread.view`` is installed: with keys, each key sees only the runs it made. The backend
+is built once, when the server starts, by ``backend_factory``: the CLI passes the ``ask``
+flags' backend, tests a test double.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..agents.registry import AGENTS
 from ..llm.base import LLMBackend
 from ..text.tokenizer import Tokenizer
 from . import stream
-from .auth import KeyRequired, client_of
+from .auth import PerClient, client_of
 from .config import ServeConfig
 from .errors import APIError, install_error_handlers
 from .render import completion
@@ -62,7 +63,7 @@ def create_app(backend_factory: BackendFactory, settings: ServeConfig | None = N
     install_error_handlers(app)
     viewer = _viewer(settings)
     if viewer is not None:
-        app.mount(VIEW_PREFIX, KeyRequired(viewer, settings.keys))
+        app.mount(VIEW_PREFIX, PerClient(viewer, settings.keys))
     _add_routes(app, settings, with_viewer=viewer is not None)
     return app
 
@@ -189,10 +190,17 @@ def _trace_url(request: Request, handle: RunHandle) -> str:
     return f"{str(request.base_url).rstrip('/')}{VIEW_PREFIX}/traces/{handle.run_id}.json"
 
 
-def _viewer(settings: ServeConfig) -> ASGIApp | None:
-    """The trace viewer over the runs folder, when ``longread.view`` is installed."""
+def _viewer(settings: ServeConfig) -> Callable[[str], ASGIApp] | None:
+    """What makes a caller's trace viewer, over its own runs only (``ServeConfig.traces_dir``),
+    when ``longread.view`` is installed."""
     try:
         from ..view.app import create_app as create_viewer
     except ImportError:
         return None
-    return create_viewer(settings.runs_dir)
+
+    def viewer(client: str) -> ASGIApp:
+        folder = settings.traces_dir(client)
+        folder.mkdir(parents=True, exist_ok=True)  # a key with no run yet sees an empty list
+        return create_viewer(folder)
+
+    return viewer

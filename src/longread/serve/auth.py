@@ -1,4 +1,5 @@
-"""Bearer keys: who may ask, and who a run belongs to (two keys never share a run)."""
+"""Bearer keys: who may ask, and who a run belongs to (two keys never share a run, and each
+key sees only its own runs' traces)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import base64
 import binascii
 import hashlib
 import hmac
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
@@ -47,21 +48,30 @@ def _given_key(authorization: str, basic: bool) -> str | None:
     return None
 
 
-class KeyRequired:
-    """An ASGI app (the trace viewer) behind the server's keys. Browsers cannot send a bearer
-    header, so the key is also taken as a Basic password, and a refusal asks for one."""
+class PerClient:
+    """An ASGI app (the trace viewer) behind the server's keys, one per caller: ``make(client)``
+    builds, once, the app that caller sees (the viewer of its own runs). Another caller's run
+    is then simply not there: a 404, which does not even say that it exists. Browsers cannot
+    send a bearer header, so the key is also taken as a Basic password, and a refusal asks for
+    one. Without keys every caller is client "" and all see the same app."""
 
-    def __init__(self, app: ASGIApp, keys: Sequence[str]) -> None:
-        self.app = app
+    def __init__(self, make: Callable[[str], ASGIApp], keys: Sequence[str]) -> None:
+        self.make = make
         self.keys = tuple(keys)
+        self._apps: dict[str, ASGIApp] = {}  # by client; as many as there are keys, at most
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.keys:
-            try:
-                client_of(self.keys, Headers(scope=scope).get("authorization"), basic=True)
-            except APIError as exc:
-                headers = {"WWW-Authenticate": 'Basic realm="longread"'}
-                response: JSONResponse = exc.response(headers)
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":  # the viewer has pages only
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        try:
+            client = client_of(self.keys, Headers(scope=scope).get("authorization"), basic=True)
+        except APIError as exc:
+            headers = {"WWW-Authenticate": 'Basic realm="longread"'}
+            response: JSONResponse = exc.response(headers)
+            await response(scope, receive, send)
+            return
+        app = self._apps.get(client)
+        if app is None:
+            app = self._apps[client] = self.make(client)
+        await app(scope, receive, send)

@@ -24,7 +24,8 @@ class ServeConfig:
 
     # Bearer keys a client must send (``Authorization: Bearer KEY``); empty: no key needed.
     keys: tuple[str, ...] = ()
-    # One ``<run id>.json`` trace per run (finished, failed or cancelled), for the viewer.
+    # One ``<run id>.json`` trace per run (finished, failed or cancelled), for the viewer; with
+    # keys, in one folder per key (``traces_dir``), each key seeing only its own.
     runs_dir: Path = field(default_factory=default_runs_dir)
     # Runs in progress at once; a request for another gets 429 with Retry-After. Identical
     # requests join the run in progress and never count twice.
@@ -70,3 +71,10 @@ class ServeConfig:
                 raise UsageError(f"{name} must be at least 1 byte")
         if self.retry_after < 0:
             raise UsageError("retry_after must not be negative")
+
+    def traces_dir(self, client: str) -> Path:
+        """The folder of the traces of ``client``'s runs (``auth.client_of``: a digest of its
+        key, never the key). Without keys, everyone is client "" and every trace lies in
+        ``runs_dir`` itself, as it always did; with keys, each key has its folder
+        ``runs_dir/key-<digest>``, and the viewer shows a caller that folder only."""
+        return self.runs_dir / f"key-{client}" if client else self.runs_dir

@@ -72,6 +72,7 @@ class RunRequest:
     stream: bool
     include_usage: bool
     key: str  # identical runs (same client key, agent, settings, question, document) share it
+    client: str = ""  # who asked (``auth.client_of``): the run and its trace are theirs alone
 
 
 def model_id(agent: str) -> str:
@@ -120,7 +121,7 @@ def resolve(body: ChatRequest, settings: ServeConfig, client: str) -> RunRequest
     key = run_key(client, agent, config, found.question, found.document)
     return RunRequest(
         body.model, agent, found.question, found.document, found.split, config,
-        reasoning, body.stream, include_usage, key,
+        reasoning, body.stream, include_usage, key, client,
     )  # fmt: skip
 
 

@@ -9,7 +9,7 @@ A run goes on while any client waits for it. When the last one has gone (a close
 dropped connection) it is cancelled after ``cancel_after`` seconds unless an identical request
 joined it meanwhile: a cancelled run makes no further backend call. ``run_timeout`` bounds
 every run's wall-clock time. Every run, finished, failed or cancelled, leaves its trace in the
-runs folder as ``<run id>.json``, named in every response.
+runs folder as ``<run id>.json`` (with keys, in its key's own folder), named in every response.
 """
 
 from __future__ import annotations
@@ -168,7 +168,8 @@ class RunManager:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def trace_path(self, handle: RunHandle) -> Path:
-        return self.settings.runs_dir / f"{handle.run_id}.json"
+        """Where the run's trace goes: its client's folder (``ServeConfig.traces_dir``)."""
+        return self.settings.traces_dir(handle.request.client) / f"{handle.run_id}.json"
 
     def _cancel_if_abandoned(self, handle: RunHandle, left: object) -> None:
         if handle.left is left and not handle.done.is_set():  # nobody came back since
