@@ -117,3 +117,14 @@ def test_a_lora_moves_the_model_only_once_trained(policy: Policy) -> None:
     finally:
         with torch.no_grad():
             parameter.copy_(saved)
+
+
+def test_an_exported_lora_that_moves_nothing_is_refused_when_checked(engine_backend) -> None:
+    """The engine's untrained LoRA, written by the project's own exporter, loaded with the
+    adapter check on: llama.cpp applies it and no logit moves, so loading fails loudly."""
+    from longread.errors import BackendError
+    from longread.llm.llamacpp import LlamaCppBackend
+
+    checked = LlamaCppBackend(quant="f16", n_ctx=512, adapter=engine_backend.adapter_path)
+    with pytest.raises(BackendError, match="changed no logit"):
+        checked.llama  # noqa: B018  # loading runs the check
