@@ -12,7 +12,8 @@ from .prompts import DEFAULT_PROMPT_SET, Prompts, check_prompt_set
 @dataclass
 class SamplingConfig:
     """Base of every agent config. Greedy by default, for reproducible runs; the papers
-    evaluate with sampling (temperature 0.7, top-p 0.95)."""
+    evaluate with sampling (temperature 0.7, top-p 0.95: ``llm.base.EVAL_SAMPLING``). The
+    sampling spec's other knobs (top-k, min-p, penalties) stay off on every backend."""
 
     temperature: float = 0.0
     top_p: float = 1.0
