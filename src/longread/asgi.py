@@ -13,6 +13,7 @@ whatever the parent, the caller knows that the server was stopped and why.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import signal
@@ -105,8 +106,19 @@ class _Server(uvicorn.Server):
         for server in self.servers:
             server.close()  # no new connection while on_stop winds the app down
         if self._on_stop is not None:
-            await self._on_stop()
+            await self._until_forced(self._on_stop())
         await super().shutdown(sockets)
+
+    async def _until_forced(self, work: Awaitable[None]) -> None:
+        """Await ``work`` unless a second Ctrl-C forces the exit meanwhile (uvicorn's rule for
+        its own waits): then it is cancelled."""
+        task = asyncio.ensure_future(work)
+        while not task.done() and not self.force_exit:
+            await asyncio.wait({task}, timeout=0.1)
+        if not task.done():
+            task.cancel()
+            return
+        task.result()  # its error, if any, is the caller's
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
