@@ -57,8 +57,14 @@ $(CHROMIUM_STAMP):
 		DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 	mkdir -p $(VENV) && touch $(CHROMIUM_STAMP)
 
+# Every run takes a new random test order (pytest-randomly); `make test SEED=N` replays run N's.
+ifndef SEED
+SEED := $(shell $(PYTHON) -c 'import random; print(random.randrange(1 << 31))')
+endif
+
 test: lint $(VERL_STAMP) $(CHROMIUM_STAMP)
-	$(BIN)/pytest -q
+	@echo "test order: make test SEED=$(SEED) replays it"
+	$(BIN)/pytest -q --randomly-seed=$(SEED)
 
 # Unit tests and fake-server tests only: no model, no llama.cpp server, so no llama.cpp compile.
 test-fast: $(FAST_STAMP) $(VERL_STAMP)
