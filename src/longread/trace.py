@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol, get_args
 
+from .citations.model import Citation, SourceSpan
 from .files import write_json
 from .llm.base import Completion, Message
 
@@ -127,6 +128,8 @@ class Step:
     retrieval: Retrieval | None = None
     cut: DocumentCut | None = None
     tokens: TokenRecord | None = None
+    # update and integrate calls: where each line the call added to the notes came from
+    sources: list[SourceSpan] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in STEP_KINDS:
@@ -146,6 +149,7 @@ class Step:
         timing, flags). Done to each step once a sink has it, so that a long run's memory
         does not grow with every prompt it sent."""
         self.messages, self.reply, self.memory, self.tokens = [], "", None, None
+        self.sources = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Step:
@@ -164,6 +168,8 @@ class Step:
                 data[name] = part(**data[name])
         if data.get("tokens") is not None:
             data["tokens"] = TokenRecord(**data["tokens"])
+        if data.get("sources") is not None:
+            data["sources"] = [SourceSpan.from_dict(s) for s in data["sources"]]
         return cls(**data)
 
     @classmethod
@@ -338,6 +344,10 @@ class Run:
     sample_id: str | None = None
     started: str = ""
     schema: int = SCHEMA_VERSION
+    # The spans of the document that back the answer; ``supported`` is False when the answer
+    # was checked and nothing in the document backs it (None: not checked).
+    citations: list[Citation] = field(default_factory=list)
+    supported: bool | None = None
     streamed: bool = field(default=False, repr=False, compare=False)
 
     @property
@@ -368,6 +378,8 @@ class Run:
             "started": self.started,
             "seconds": round(self.seconds, 3),
             "notes": self.notes,
+            "citations": [c.to_dict() for c in self.citations],
+            "supported": self.supported,
         }
 
     def head(self) -> dict[str, Any]:
@@ -403,6 +415,8 @@ class Run:
             run_id=data.get("run_id", ""),
             sample_id=data.get("sample_id"),
             started=data.get("started", ""),
+            citations=[Citation.from_dict(c) for c in data.get("citations") or []],
+            supported=data.get("supported"),
         )
 
     def save(self, path: str | Path) -> None:

@@ -55,11 +55,19 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Chunk:
-    """One contiguous piece of a document; ``tokens`` is the exact count of ``text``."""
+    """One contiguous piece of a document; ``tokens`` is the exact count of ``text``, and
+    ``start`` is where ``text`` begins in the document's text (a character offset: citations
+    and the viewer map spans in a chunk back to the document through it)."""
 
     index: int
     text: str
     tokens: int
+    start: int = 0
+
+    @property
+    def end(self) -> int:
+        """The character offset just past the chunk's text in the document."""
+        return self.start + len(self.text)
 
 
 class ChunkingCancelled(Exception):
@@ -292,6 +300,7 @@ class SpooledChunks(Sequence[Chunk]):
         self._starts = array("q")
         self._sizes = array("q")
         self._tokens = array("q")
+        self._offsets = array("q")  # each chunk's character offset in the document
         self._end = 0
 
     def append(self, chunk: Chunk) -> None:
@@ -303,6 +312,7 @@ class SpooledChunks(Sequence[Chunk]):
         self._starts.append(self._end)
         self._sizes.append(len(data))
         self._tokens.append(chunk.tokens)
+        self._offsets.append(chunk.start)
         self._end += len(data)
 
     def token_counts(self) -> Sequence[int]:
@@ -324,7 +334,8 @@ class SpooledChunks(Sequence[Chunk]):
         if not 0 <= index < len(self):
             raise IndexError(f"chunk {index} of {len(self)}")
         data = os.pread(self._file.fileno(), self._sizes[index], self._starts[index])
-        return Chunk(index, data.decode("utf-8", "surrogatepass"), self._tokens[index])
+        text = data.decode("utf-8", "surrogatepass")
+        return Chunk(index, text, self._tokens[index], self._offsets[index])
 
     def close(self) -> None:
         """Remove the file; the chunks can no longer be read."""
@@ -395,6 +406,7 @@ class _Packer:
         self.total = 0
         self.exact = True
         self.index = 0
+        self.start = 0  # the next chunk's character offset in the document
 
     def feed(
         self, text: str, level: int, boundary: int | None = None, tokens: int | None = None
@@ -513,8 +525,9 @@ class _Packer:
             self.total = self._count_joined(self.pieces[:keep])
         # One piece alone always fits: it was only accepted because its own count did.
         assert self.total <= self.max_tokens, (self.total, self.max_tokens)
-        chunk = Chunk(self.index, "".join(self.pieces[:keep]), self.total)
+        chunk = Chunk(self.index, "".join(self.pieces[:keep]), self.total, self.start)
         self.index += 1
+        self.start += len(chunk.text)
         del self.pieces[:keep], self.counts[:keep], self.clean[:keep]
         self.total = sum(self.counts)
         self.exact = all(self.clean[1:])
