@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
+from ..citations import Evidence, Provenance
 from ..errors import BackendError, BudgetError, UsageError
 from ..llm.base import (
     ESTIMATE_TOLERANCE,
@@ -86,6 +87,8 @@ class CallContext:
     sample_id: str | None = None
     record_tokens: bool = False
     sink: StepSink | None = None
+    # Where each note of this run's memories was read (citations; see longread.citations).
+    provenance: Provenance = field(default_factory=Provenance)
     _pending: Step | None = field(default=None, init=False, repr=False)
 
     def count(self, text: str) -> int:
@@ -146,11 +149,13 @@ class CallContext:
 @dataclass
 class Reading:
     """What an agent's ``read`` leaves: its steps (the last one a final call), the settings it
-    actually used (added to the run's config) and notes for the user."""
+    actually used (added to the run's config), notes for the user, and the answer's evidence
+    (the spans of the document that hold it)."""
 
     steps: list[Step]
     used: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    evidence: Evidence = field(default_factory=Evidence)
 
 
 ConfigT = TypeVar("ConfigT", bound=SamplingConfig)
@@ -240,6 +245,8 @@ class AgentBase(Generic[ConfigT]):
             run_id=ctx.run_id,
             sample_id=ctx.sample_id,
             started=started,
+            citations=reading.evidence.citations,
+            supported=reading.evidence.supported,
             streamed=ctx.sink is not None,
         )
 

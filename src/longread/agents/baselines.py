@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..citations import chunk_evidence
 from ..errors import BudgetError, UsageError
 from ..llm.base import Message, SamplingParams
 from ..text.chunking import Chunk
@@ -84,6 +85,11 @@ def document_text(document: Document) -> str:
     if not text.strip():
         raise UsageError("the document is empty")
     return text
+
+
+def _first_offset(document: Document) -> int:
+    """Where the document's text starts: pre-cut chunks may be a later part of a file."""
+    return 0 if isinstance(document, str) or not document else document[0].start
 
 
 # --- full context ---------------------------------------------------------------------------------
@@ -261,13 +267,16 @@ class FullContext(AgentBase[FullContextConfig]):
         record = await answer_step(
             ctx, params, messages, cut=DocumentCut(cut.cut_tokens, cut.total_tokens)
         )
+        # The whole document is one "chunk" here; only what survived the cut can be cited.
+        whole = [Chunk(0, text, 0, _first_offset(document))]
+        evidence = chunk_evidence(record.answer or "", question, whole, seen=cut.text)
         notes = []
         if cut.cut_tokens:
             notes.append(
                 f"document middle-truncated: {cut.cut_tokens} of {cut.total_tokens} tokens cut "
                 f"to fit the {window}-token window"
             )
-        return Reading([record], {"document_tokens": cut.total_tokens}, notes)
+        return Reading([record], {"document_tokens": cut.total_tokens}, notes, evidence)
 
 
 # --- BM25 retrieval -------------------------------------------------------------------------------
@@ -409,7 +418,10 @@ class RAG(AgentBase[RAGConfig]):
             "chunks": len(chunks),
             "k_used": len(selection.ranked),
         }
-        return Reading([record], used, self._notes(plan, len(chunks), ranking, selection))
+        retrieved = [c.index for c in selection.ranked]
+        evidence = chunk_evidence(record.answer or "", question, chunks, only=retrieved)
+        notes = self._notes(plan, len(chunks), ranking, selection)
+        return Reading([record], used, notes, evidence)
 
     def _retrieve(self, question: str, chunks: Sequence[Chunk]) -> tuple[Ranking, Selection]:
         ranking = rank_chunks(question, chunks)

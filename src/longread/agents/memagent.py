@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..citations import Evidence, memory_evidence
 from ..llm.base import Message
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
@@ -93,6 +94,7 @@ async def update_step(
         reread=reread,
     )
     keep_memory(record, memory_text(record), memory)
+    record.sources = ctx.provenance.on_update(memory, record.memory or memory, chunk)
     return record
 
 
@@ -163,7 +165,8 @@ class MemAgent(MultiQuestionAgent[MemAgentConfig]):
         memory, steps = await read_with_memory(ctx, self.config, question, chunks)
         steps.append(await final_step(ctx, self.config, question, memory, len(steps)))
         notes = run_notes(plan, steps, self.config.memory_tokens)
-        return Reading(steps, {"chunk_tokens_used": plan.chunk_tokens}, notes)
+        evidence = answer_evidence(ctx, steps[-1], question, memory, chunks)
+        return Reading(steps, {"chunk_tokens_used": plan.chunk_tokens}, notes, evidence)
 
     @property
     def shares_prefix(self) -> bool:
@@ -188,8 +191,18 @@ class MemAgent(MultiQuestionAgent[MemAgentConfig]):
         for ctx, question, (memory, steps) in zip(contexts, questions, passes, strict=True):
             steps.append(await final_step(ctx, self.config, question, memory, len(steps)))
             notes = run_notes(plan, steps, self.config.memory_tokens)
-            readings.append(Reading(steps, {"chunk_tokens_used": plan.chunk_tokens}, notes))
+            evidence = answer_evidence(ctx, steps[-1], question, memory, chunks)
+            used = {"chunk_tokens_used": plan.chunk_tokens}
+            readings.append(Reading(steps, used, notes, evidence))
         return readings
+
+
+def answer_evidence(
+    ctx: CallContext, final: Step, question: str, memory: str, chunks: Sequence[Chunk]
+) -> Evidence:
+    """The spans of the document that hold the final step's answer, traced through the notes
+    of ``memory`` (the memory the answer was read from)."""
+    return memory_evidence(final.answer or "", question, memory, ctx.provenance, chunks)
 
 
 async def read_with_memory(

@@ -21,7 +21,14 @@ from ..trace import DECISION_TRUNCATED, FORMAT_ERROR, Reread, Step
 from .answer import keep_memory, memory_text, strip_think
 from .base import AgentBase, CallContext, Document, Reading
 from .budget import ChunkPlan, check_fits, fixed_cost
-from .memagent import MemAgentConfig, final_step, plan_memagent_chunk, read_with_memory, run_notes
+from .memagent import (
+    MemAgentConfig,
+    answer_evidence,
+    final_step,
+    plan_memagent_chunk,
+    read_with_memory,
+    run_notes,
+)
 from .prompts import Prompts, render
 
 REPEATED_SUBQUESTION = "repeated_subquestion"  # the model asked again what it already asked
@@ -146,7 +153,8 @@ class MemReread(AgentBase[MemRereadConfig]):
         final = await final_step(ctx, self.config, question, memory, len(trace), phase="final")
         trace.append(final)
         notes = run_notes(plan, trace, self.config.memory_tokens) + _reread_notes(trace)
-        return Reading(trace, {"chunk_tokens_used": plan.chunk_tokens}, notes)
+        evidence = answer_evidence(ctx, final, question, memory, chunks)
+        return Reading(trace, {"chunk_tokens_used": plan.chunk_tokens}, notes, evidence)
 
     async def _reread_rounds(
         self, ctx: CallContext, question: str, memory: str, chunks: Sequence[Chunk],
@@ -235,7 +243,10 @@ class MemReread(AgentBase[MemRereadConfig]):
             reread=Reread(sub_question),
         )  # fmt: skip
         trace.append(record)
-        return keep_memory(record, memory_text(record), memory)
+        new_memory = keep_memory(record, memory_text(record), memory)
+        # The reread's notes are in the provenance already: the rewrite's notes inherit them.
+        record.sources = ctx.provenance.on_integrate(memory, new_memory)
+        return new_memory
 
 
 def _reread_notes(trace: list[Step]) -> list[str]:

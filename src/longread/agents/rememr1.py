@@ -41,7 +41,7 @@ from .answer import keep_memory, memory_text, read_answer
 from .base import AgentBase, CallContext, Document, ProgressCallback, Reading
 from .budget import ChunkPlan, check_fits, plan_chunk
 from .config import SamplingConfig
-from .memagent import NO_MEMORY, run_notes
+from .memagent import NO_MEMORY, answer_evidence, run_notes
 from .prompts import Prompts, render
 from .recall import DEFAULT_THRESHOLD, MemoryHistory, RecallHit, TfidfHistory
 
@@ -212,6 +212,7 @@ async def rememr1_step(
     if not reply.well_formed:
         record.flags.append(FORMAT_ERROR)
     keep_memory(record, reply.update, memory)
+    record.sources = ctx.provenance.on_update(memory, record.memory or memory, chunk)
     if reply.recall is not None:
         record.recall = await _recall(reply.recall, history, config)
     if reply.update is not None:
@@ -331,7 +332,9 @@ class ReMemR1(AgentBase[ReMemR1Config]):
         )
         steps.append(await rememr1_final(ctx, self.config, question, memory, recalled, len(steps)))
         notes = rememr1_notes(plan, steps, self.config.memory_tokens)
-        return Reading(steps, {"chunk_tokens_used": plan.chunk_tokens}, notes)
+        # The final call reads the recalled memories too: their notes may hold the answer.
+        evidence = answer_evidence(ctx, steps[-1], question, f"{memory}\n{recalled}", chunks)
+        return Reading(steps, {"chunk_tokens_used": plan.chunk_tokens}, notes, evidence)
 
 
 def rememr1_notes(plan: ChunkPlan, steps: list[Step], memory_cap: int) -> list[str]:

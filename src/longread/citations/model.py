@@ -36,8 +36,9 @@ class Citation:
 class SourceSpan:
     """Where a memory line came from: the update that added ``line`` to the notes aligned it
     with ``chunk``'s text at ``char_start``..``char_end`` (document offsets; ``in_chunk`` is
-    the start within the chunk) with a fuzzy ``score`` of 0-100. ``inherited`` marks a line
-    the update rewrote from an earlier note: its span is that note's."""
+    the start within the chunk; ``quote`` that text) with a fuzzy ``score`` of 0-100.
+    ``inherited`` marks a line the update rewrote from an earlier note: its span is that
+    note's."""
 
     line: str
     char_start: int
@@ -45,6 +46,7 @@ class SourceSpan:
     chunk: int
     in_chunk: int
     score: float
+    quote: str = ""
     inherited: bool = False
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from .. import __version__
 from ..agents.base import AgentBase
 from ..agents.multi import MultiQuestionAgent
 from ..agents.registry import AGENTS, make_agent, make_config
+from ..citations import locate, sources_line
 from ..errors import UsageError
 from ..llm.factory import BackendSettings, make_backend, make_tokenizer
 from ..text import achunk_file
@@ -92,6 +93,13 @@ def _log_to_stderr(level: int) -> None:
     help="Print one JSON object (one line per question) instead of text.",
 )
 @click.option(
+    "--no-sources",
+    "no_sources",
+    is_flag=True,
+    help="Do not print the 'Sources: p. 12, ...' line under each answer (the spans of the "
+    "document that hold it; --json always has them as citations).",
+)
+@click.option(
     "--trace",
     "trace_path",
     type=click.Path(dir_okay=False),
@@ -103,6 +111,7 @@ def ask(
     questions: tuple[str, ...],
     agent: str,
     as_json: bool,
+    no_sources: bool,
     trace_path: str | None,
     record_tokens: bool,
     **options: Any,
@@ -130,7 +139,7 @@ def ask(
             for writer in writers:
                 writer.discard()
             raise
-    _print_runs(runs, as_json)  # first: an answer that was paid for is never lost
+    _print_runs(runs, as_json, sources=not no_sources)  # first: a paid answer is never lost
     for writer, run in zip(writers, runs, strict=False):
         _finish_trace(writer, run)
 
@@ -199,10 +208,15 @@ async def _read_file(
     progress.start(chunks=len(chunks))  # the agent reports the calls it expects
     try:
         if multi:
-            return await multi.run_many(questions, chunks, sinks=sinks)
-        return [await agent.run(questions[0], chunks, sink=sinks[0])]
+            runs = await multi.run_many(questions, chunks, sinks=sinks)
+        else:
+            runs = [await agent.run(questions[0], chunks, sink=sinks[0])]
     finally:
         chunks.close()
+    positions = getattr(chunks, "positions", None)  # pages and sections, where the format has them
+    for run in runs:
+        run.citations = locate(run.citations, positions)
+    return runs
 
 
 def _open_trace(path: str) -> TraceWriter:
@@ -222,9 +236,10 @@ def _finish_trace(writer: TraceWriter, run: Run) -> None:
         ) from None
 
 
-def _print_runs(runs: list[Run], as_json: bool) -> None:
+def _print_runs(runs: list[Run], as_json: bool, *, sources: bool = True) -> None:
     """The answer (one question: the answer alone, as ever), or each answer labelled with its
-    question: ``Q1: ...`` then ``A1: ...``; with ``--json`` one object per line."""
+    question: ``Q1: ...`` then ``A1: ...``; each followed by its ``Sources:`` line unless
+    ``sources`` is off; with ``--json`` one object per line (citations included)."""
     if as_json:
         for run in runs:
             click.echo(json.dumps(run.summary(), ensure_ascii=False))
@@ -233,12 +248,20 @@ def _print_runs(runs: list[Run], as_json: bool) -> None:
         for note in runs[0].notes:
             click.echo(f"longread: note: {note}", err=True)
         click.echo(runs[0].answer)
+        _print_sources(runs[0], sources)
         return
     for number, run in enumerate(runs, 1):
         for note in run.notes:
             click.echo(f"longread: note: Q{number}: {note}", err=True)
         blank = "\n" if number > 1 else ""
         click.echo(f"{blank}Q{number}: {run.question}\nA{number}: {run.answer}")
+        _print_sources(run, sources)
+
+
+def _print_sources(run: Run, sources: bool) -> None:
+    line = sources_line(run.citations, run.supported) if sources else None
+    if line is not None:
+        click.echo(line)
 
 
 cli.add_command(eval_group, "eval")

@@ -1,0 +1,105 @@
+"""Align a note of the memory with the text it was written from.
+
+A memory agent copies, shortens or rewords what it keeps; the words it keeps are still mostly
+the source's. So the best fuzzy match of a note inside a chunk (rapidfuzz's partial ratio:
+the window of the chunk most like the note) finds where the note came from, without asking the
+model anything. The match is widened to whole sentences, which is what a reader wants to see.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rapidfuzz import fuzz
+
+# A note aligned below this score (0-100) is not cited: at 80, "One of the special magic
+# numbers for X is: 123" still finds its needle when reworded ("The magic number for X is
+# 123"), while a made-up sentence matches ordinary prose at 50-70.
+MIN_ALIGN_SCORE = 80.0
+# Notes shorter than this (characters) are too short to place: they match anywhere.
+MIN_NOTE_CHARS = 12
+# How far a span is widened to reach a sentence boundary, in characters each way.
+MAX_WIDEN = 300
+
+_LINE_MARKER = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+_WORD = re.compile(r"\w+")
+_SENTENCE_STOP = re.compile(r"[.!?](?=\s|$)|\n")
+
+
+@dataclass(frozen=True)
+class Match:
+    """Where a note matched a text: ``start``..``end`` in the text, with a 0-100 ``score``."""
+
+    start: int
+    end: int
+    score: float
+
+
+def fold(text: str) -> str:
+    """Lower case, character for character, so that offsets in the folded text are offsets
+    in the original (``str.lower`` can change a string's length: "İ" becomes two)."""
+    return "".join(low if len(low := char.lower()) == 1 else char for char in text)
+
+
+def split_notes(memory: str) -> list[str]:
+    """The memory's notes: its lines, each cut into sentences, without list markers; notes too
+    short to place anywhere are left out."""
+    notes: list[str] = []
+    for line in memory.splitlines():
+        line = _LINE_MARKER.sub("", line).strip()
+        for sentence in _SENTENCE_END.split(line):
+            sentence = sentence.strip()
+            if len(sentence) >= MIN_NOTE_CHARS and len(_WORD.findall(sentence)) >= 2:
+                notes.append(sentence)
+    return notes
+
+
+def note_key(note: str) -> str:
+    """What two notes that say the same thing have in common: their words, folded."""
+    return " ".join(_WORD.findall(fold(note)))
+
+
+def align(note: str, text: str, min_score: float = MIN_ALIGN_SCORE) -> Match | None:
+    """The sentence(s) of ``text`` that ``note`` was most likely written from, or None when
+    nothing in ``text`` is close enough (``min_score``)."""
+    if len(note) < MIN_NOTE_CHARS or not text:
+        return None
+    found = fuzz.partial_ratio_alignment(fold(note), fold(text), score_cutoff=min_score)
+    if found is None:
+        return None
+    start, end = widen_to_sentences(text, found.dest_start, found.dest_end)
+    return Match(start, end, found.score)
+
+
+def widen_to_sentences(text: str, start: int, end: int) -> tuple[int, int]:
+    """``start``..``end`` widened to the sentence(s) around it (at most ``MAX_WIDEN``
+    characters each way), trimmed of surrounding whitespace."""
+    low = max(0, start - MAX_WIDEN)
+    before = text[low:start]
+    cut = max(before.rfind(". "), before.rfind("! "), before.rfind("? "), before.rfind("\n"))
+    if cut >= 0:
+        start = low + cut + 1
+    elif low == 0:
+        start = 0
+    # From the span's last character: a span that already ends a sentence stays as it is.
+    origin = max(start, end - 1)
+    stop = _SENTENCE_STOP.search(text[origin : end + MAX_WIDEN])
+    if stop is not None:
+        end = max(end, origin + (stop.start() if stop.group() == "\n" else stop.end()))
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def find_all(needle: str, text: str) -> list[int]:
+    """Every start of ``needle`` in ``text``, ignoring case (folded, so offsets hold)."""
+    needle, text = fold(needle), fold(text)
+    found, at = [], text.find(needle)
+    while needle and at >= 0:
+        found.append(at)
+        at = text.find(needle, at + 1)
+    return found

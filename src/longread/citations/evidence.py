@@ -1,0 +1,209 @@
+"""The answer's evidence: the spans of the document that hold it.
+
+For a memory agent the evidence is the notes of the final memory that hold the answer, traced
+back to where they were read (``Provenance``). A span is kept only if the answer is in it, or
+in the sentence of the same chunk nearest to it: a note the model garbled (a wrong digit) may
+still align with its needle, and citing a needle that says something else would mislead.
+Yes/no answers are not in any text; their evidence is the notes about the question's terms.
+
+Where the notes hold no traceable answer, the document itself is searched for the answer, in
+sentences that share words with the question (rag: only the retrieved chunks; full: only the
+text the model saw). An answer found nowhere is ``unsupported``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ..text.chunking import Chunk
+from .align import fold, note_key, split_notes, widen_to_sentences
+from .model import Citation, SourceSpan
+from .provenance import Provenance
+
+MAX_CITATIONS = 3
+YES_NO = frozenset({"yes", "no"})
+# Words that say nothing about what a question is about.
+_STOPWORDS = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "their",
+        "this",
+        "to",
+        "was",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "with",
+        "mentioned",
+        "provided",
+        "text",
+        "document",
+        "according",
+    }
+)
+_WORD = re.compile(r"\w+")
+
+
+@dataclass
+class Evidence:
+    """The citations of one answer; ``supported`` is False when the answer was looked for and
+    nothing in the document holds it, None when there was no answer to look for."""
+
+    citations: list[Citation] = field(default_factory=list)
+    supported: bool | None = None
+
+
+def memory_evidence(
+    answer: str, question: str, memory: str, provenance: Provenance, chunks: Sequence[Chunk]
+) -> Evidence:
+    """The evidence of a memory agent's ``answer``, read from the final ``memory``."""
+    answer = answer.strip()
+    if not note_key(answer):
+        return Evidence()
+    notes = split_notes(memory)
+    if note_key(answer) in YES_NO:
+        spans = [provenance.span_of(note) for note in notes_about(question, notes)]
+        return _evidence([_cited(span) for span in spans if span is not None])
+    citations: list[Citation] = []
+    for note in filter(lambda note: _holds(note, answer), notes):
+        span = provenance.span_of(note)
+        citation = None if span is None else _anchored(span, answer, chunks)
+        if citation is not None:
+            citations.append(citation)
+    return _evidence(citations or search_answer(answer, question, chunks))
+
+
+def search_answer(
+    answer: str,
+    question: str,
+    chunks: Sequence[Chunk],
+    *,
+    only: Iterable[int] | None = None,
+    seen: str | None = None,
+) -> list[Citation]:
+    """The sentences of the document that hold ``answer`` and share the most words with
+    ``question`` (at least one): chunks ``only`` (default: all), sentences inside ``seen``
+    (the text the model read) when given. Yes/no answers are in no sentence: none."""
+    if note_key(answer) in YES_NO or not note_key(answer):
+        return []
+    terms = question_terms(question)
+    found: list[tuple[int, Citation]] = []
+    for index in range(len(chunks)) if only is None else only:
+        chunk = chunks[index]
+        for at in _occurrences(answer, chunk.text):
+            start, end = widen_to_sentences(chunk.text, at, at + len(answer))
+            citation = _citation(chunk, start, end)
+            overlap = len(terms & _words(citation.quote))
+            if overlap and (seen is None or citation.quote in seen):
+                found.append((overlap, citation))
+    found.sort(key=lambda item: -item[0])  # stable: document order among equals
+    return [citation for _, citation in found]
+
+
+def chunk_evidence(
+    answer: str,
+    question: str,
+    chunks: Sequence[Chunk],
+    *,
+    only: Iterable[int] | None = None,
+    seen: str | None = None,
+) -> Evidence:
+    """The evidence of a baseline's ``answer``: the document searched (``search_answer``).
+    A yes/no answer cannot be found in text: no citation, and not flagged either."""
+    if not note_key(answer.strip()):
+        return Evidence()
+    if note_key(answer) in YES_NO:
+        return Evidence([], None)
+    return _evidence(search_answer(answer.strip(), question, chunks, only=only, seen=seen))
+
+
+def notes_about(question: str, notes: list[str], most: int = 2) -> list[str]:
+    """The notes that share the most terms with ``question`` (at least two), best first."""
+    terms = question_terms(question)
+    scored = [(len(terms & _words(note)), note) for note in notes]
+    ranked = sorted((item for item in scored if item[0] >= 2), key=lambda item: -item[0])
+    return [note for _, note in ranked[:most]]
+
+
+def question_terms(question: str) -> set[str]:
+    return {w for w in _words(question) if w not in _STOPWORDS and len(w) > 2}
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(fold(text)))
+
+
+def _holds(note: str, answer: str) -> bool:
+    """Whether ``note`` states ``answer`` (its words, in order, ignoring case and marks)."""
+    return f" {note_key(answer)} " in f" {note_key(note)} "
+
+
+def _occurrences(answer: str, text: str) -> list[int]:
+    """Where ``answer`` starts in ``text`` as whole words, ignoring case."""
+    pattern = re.compile(r"(?<!\w)" + re.escape(fold(answer)) + r"(?!\w)")
+    return [match.start() for match in pattern.finditer(fold(text))]
+
+
+def _anchored(span: SourceSpan, answer: str, chunks: Sequence[Chunk]) -> Citation | None:
+    """The citation of a note's span: the span itself when it holds the answer, else the
+    sentence of the same chunk nearest to it that does, else None."""
+    if _holds(span.quote, answer):
+        return _cited(span)
+    chunk = chunks[span.chunk]
+    places = _occurrences(answer, chunk.text)
+    if not places:
+        return None
+    at = min(places, key=lambda place: abs(place - span.in_chunk))
+    start, end = widen_to_sentences(chunk.text, at, at + len(answer))
+    return _citation(chunk, start, end, line=span.line)
+
+
+def _cited(span: SourceSpan) -> Citation:
+    return Citation(span.quote, span.char_start, span.char_end, span.chunk, line=span.line)
+
+
+def _citation(chunk: Chunk, start: int, end: int, line: str | None = None) -> Citation:
+    return Citation(
+        chunk.text[start:end], chunk.start + start, chunk.start + end, chunk.index, line=line
+    )
+
+
+def _evidence(citations: list[Citation]) -> Evidence:
+    """At most ``MAX_CITATIONS`` distinct spans; supported when there is one."""
+    unique: dict[tuple[int, int], Citation] = {}
+    for citation in citations:
+        unique.setdefault((citation.char_start, citation.char_end), citation)
+    return Evidence(list(unique.values())[:MAX_CITATIONS], bool(unique))

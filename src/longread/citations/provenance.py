@@ -1,0 +1,109 @@
+"""Where each note of a run's memories came from, kept as the memory is rewritten.
+
+After every update the notes it added are aligned with the chunk it read (``align``). A note
+the model carried over word for word keeps the span it had; one it reworded from an earlier
+note inherits that note's span; a note that matches neither the chunk nor any earlier note
+has no source (the model made it up, or summarised beyond recognition). Integration calls
+(MemReread) read no chunk: their notes can only inherit.
+
+The map holds the notes of recent memories only (``limit``), so a run over a very long
+document costs bounded memory.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from rapidfuzz import fuzz, process
+
+from ..text.chunking import Chunk
+from .align import MIN_ALIGN_SCORE, align, note_key, split_notes
+from .model import SourceSpan
+
+# A rewritten note inherits an earlier note's span from this similarity (0-100) up; from
+# NEAR_COPY up it is taken for the same note even where the chunk also matches it.
+MIN_INHERIT_SCORE = 85.0
+NEAR_COPY = 95.0
+NOTES_KEPT = 4096
+
+
+class Provenance:
+    """The source span of every note seen in one run's memories."""
+
+    def __init__(self, limit: int = NOTES_KEPT) -> None:
+        self.limit = limit
+        self._spans: OrderedDict[str, SourceSpan] = OrderedDict()
+
+    def on_update(self, old_memory: str, new_memory: str, chunk: Chunk) -> list[SourceSpan]:
+        """Record the notes ``new_memory`` added to ``old_memory`` after reading ``chunk``;
+        their spans, for the step record."""
+        return self._record(old_memory, new_memory, chunk)
+
+    def on_integrate(self, old_memory: str, new_memory: str) -> list[SourceSpan]:
+        """As ``on_update`` for a rewrite that read no chunk (notes can only inherit)."""
+        return self._record(old_memory, new_memory, None)
+
+    def span_of(self, note: str) -> SourceSpan | None:
+        """The span ``note`` came from: its own, or the closest earlier note's."""
+        key = note_key(note)
+        span = self._spans.get(key)
+        if span is not None:
+            self._spans.move_to_end(key)
+            return span
+        return self._inherit(note, key)
+
+    def _record(self, old_memory: str, new_memory: str, chunk: Chunk | None) -> list[SourceSpan]:
+        kept = {note_key(note) for note in split_notes(old_memory)}
+        added: list[SourceSpan] = []
+        for note in split_notes(new_memory):
+            key = note_key(note)
+            if key in kept or key in self._spans:
+                if key in self._spans:
+                    self._spans.move_to_end(key)
+                continue
+            span = self._source(note, key, chunk)
+            if span is not None:
+                self._remember(key, span)
+                added.append(span)
+        return added
+
+    def _source(self, note: str, key: str, chunk: Chunk | None) -> SourceSpan | None:
+        inherited = self._inherit(note, key)
+        if inherited is not None and inherited.score >= NEAR_COPY:
+            return inherited
+        if chunk is not None and (match := align(note, chunk.text, MIN_ALIGN_SCORE)):
+            return SourceSpan(
+                line=note,
+                char_start=chunk.start + match.start,
+                char_end=chunk.start + match.end,
+                chunk=chunk.index,
+                in_chunk=match.start,
+                score=round(match.score, 1),
+                quote=chunk.text[match.start : match.end],
+            )
+        return inherited
+
+    def _inherit(self, note: str, key: str) -> SourceSpan | None:
+        if not self._spans:
+            return None
+        found = process.extractOne(
+            key, list(self._spans), scorer=fuzz.ratio, score_cutoff=MIN_INHERIT_SCORE
+        )
+        if found is None:
+            return None
+        earlier = self._spans[found[0]]
+        return SourceSpan(
+            line=note,
+            char_start=earlier.char_start,
+            char_end=earlier.char_end,
+            chunk=earlier.chunk,
+            in_chunk=earlier.in_chunk,
+            score=round(found[1], 1),
+            quote=earlier.quote,
+            inherited=True,
+        )
+
+    def _remember(self, key: str, span: SourceSpan) -> None:
+        self._spans[key] = span
+        while len(self._spans) > self.limit:
+            self._spans.popitem(last=False)
