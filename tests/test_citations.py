@@ -88,7 +88,8 @@ async def test_notes_carried_over_keep_the_span_of_the_update_that_read_them():
 
     seen = chunk_holding(chunks, NEEDLE)
     # Only the update that added the note records a source; later ones carried it unchanged.
-    assert [bool(step.sources) for step in run.steps[:-1]] == [i == seen for i in range(len(chunks))]
+    added = [bool(step.sources) for step in run.steps[:-1]]
+    assert added == [i == seen for i in range(len(chunks))]
     assert run.citations[0].chunk == seen
 
 
@@ -168,9 +169,7 @@ async def test_yes_no_answers_cite_the_notes_about_the_question():
 async def test_rememr1_cites_its_update_notes():
     chunks = cut()
     seen = chunk_holding(chunks, NEEDLE)
-    replies = [
-        f"<update>{NEEDLE if c.index >= seen else 'Nothing yet.'}</update>" for c in chunks
-    ]
+    replies = [f"<update>{NEEDLE if c.index >= seen else 'Nothing yet.'}</update>" for c in chunks]
     backend = ScriptedBackend([*replies, "\\boxed{4331324}"])
     run = await ReMemR1(backend, WordTokenizer(), ReMemR1Config()).run(QUESTION, chunks)
 
