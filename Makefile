@@ -16,13 +16,13 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[local,eval,train,serve,dev,test-serve,test-server]'
+	$(BIN)/pip install --quiet -e '.[local,eval,train,serve,docs,dev,test-serve,test-server]'
 	touch $(STAMP) $(FAST_STAMP)
 
 $(FAST_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[eval,train,serve,dev,test-serve]'
+	$(BIN)/pip install --quiet -e '.[eval,train,serve,docs,dev,test-serve]'
 	touch $(FAST_STAMP)
 
 install: $(STAMP)
