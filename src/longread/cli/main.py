@@ -106,6 +106,13 @@ def _log_to_stderr(level: int) -> None:
     help="Write the full trace (one step record per model call) as JSON here; with several "
     "questions, one file per question (trace-q1.json, trace-q2.json, ...).",
 )
+@click.option(
+    "--max-document-mb",
+    type=click.FloatRange(min=0, min_open=True),
+    default=512.0,
+    show_default=True,
+    help="Refuse a FILE larger than this many MB (1 MB = 1,000,000 bytes), before reading it.",
+)
 def ask(
     file: str,
     questions: tuple[str, ...],
@@ -113,6 +120,7 @@ def ask(
     as_json: bool,
     no_sources: bool,
     trace_path: str | None,
+    max_document_mb: float,
     record_tokens: bool,
     **options: Any,
 ) -> None:
@@ -129,7 +137,7 @@ def ask(
         check_output_file(trace, "--trace")
     settings = backend_settings(options)
     config = make_config(agent, **with_trained_settings(agent, settings, options))
-    with checked_document(file) as (path, name):
+    with checked_document(file, max_mb=max_document_mb) as (path, name):
         writers: list[TraceWriter] = []
         try:
             writers.extend(_open_trace(trace) for trace in traces)
