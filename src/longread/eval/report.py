@@ -83,8 +83,61 @@ def markdown_report(rows: Sequence[Row]) -> str:
     parts = ["# Evaluation report", ""]
     for dataset in sorted(by_dataset):
         parts += [f"## {dataset}", "", *_table(by_dataset[dataset]), ""]
+        cited = _citation_table(by_dataset[dataset])
+        parts += ["Citations:", "", *cited, ""] if cited else []
     parts.append(_LEGEND)
+    if any(r.get("cited") is not None for r in rows):
+        parts += ["", _CITATION_LEGEND]
     return "\n".join(parts) + "\n"
+
+
+_CITATION_LEGEND = (
+    "Citations: cited is the mean number of citations per finished sample; precision is the "
+    "share of citations that hold the evidence (RULER: the needle; HotpotQA: a supporting "
+    "sentence), '-' where the set has none to judge by; coverage is the share of correct "
+    "answers (sub-EM 1) that carry at least one citation; unsupported counts the answers "
+    "flagged as backed by nothing in the document."
+)
+
+
+def _citation_table(rows: list[Row]) -> list[str]:
+    """Citation precision and coverage per length x agent, for runs that recorded them
+    (runs made before citations existed have none)."""
+    groups: dict[tuple[Any, str], list[Row]] = defaultdict(list)
+    for row in rows:
+        if row["status"] == DONE and row.get("cited") is not None:
+            groups[(row["context_length"], row["agent"])].append(row)
+    if not groups:
+        return []
+    lines = [
+        "| length | agent | n | cited | precision | coverage | unsupported |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for length, agent in sorted(groups, key=lambda k: (_length_key(k[0]), k[1])):
+        group = groups[(length, agent)]
+        cells = [_show_length(length), agent, str(len(group)), *citation_cells(group)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def citation_cells(rows: list[Row]) -> list[str]:
+    """Mean citations, precision (precise / judged citations) and coverage (correct answers
+    with a citation / correct answers), each with its counts, and the unsupported count."""
+    cited = sum(r["cited"] for r in rows)
+    judged = [r for r in rows if r.get("cited_precise") is not None]
+    precise, judged_cited = sum(r["cited_precise"] for r in judged), sum(r["cited"] for r in judged)
+    correct = [r for r in rows if (r.get("sub_em") or 0.0) >= 1.0]
+    covered = sum(r["cited"] > 0 for r in correct)
+    return [
+        f"{cited / len(rows):.1f}",
+        _share(precise, judged_cited) if judged else "-",
+        _share(covered, len(correct)),
+        str(sum(r.get("supported") is False for r in rows)),
+    ]
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}% ({part}/{whole})" if whole else "-"
 
 
 def run_times(run_dirs: Iterable[str | Path]) -> list[Row]:

@@ -33,6 +33,7 @@ from ..agents.multi import MultiQuestionAgent
 from ..data.records import Sample
 from ..errors import BackendError, LongreadError, UsageError
 from ..trace import MEMORY_TRUNCATED, Run, Step, TraceWriter
+from .citation_score import citation_score
 from .scoring import SCORERS, score_answer
 from .store import DONE, FAILED, RunStore, SampleResult
 
@@ -327,7 +328,8 @@ async def _finished(sample: Sample, run: Run, writer: TraceWriter, meter: _Meter
     began = time.perf_counter()
     score = score_answer(run.final_reply, sample.answers, kind=sample.meta.get("kind", "qa"))
     await asyncio.to_thread(writer.finish, run)
-    result = _result(sample, DONE, score.to_dict(), cost=_cost(run), trace=_trace_path(sample))
+    scores = {**score.to_dict(), **citation_score(run.citations, run.supported, sample)}
+    result = _result(sample, DONE, scores, cost=_cost(run), trace=_trace_path(sample))
     meter.bookkeeping_seconds += time.perf_counter() - began
     return result
 
