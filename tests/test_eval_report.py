@@ -68,12 +68,15 @@ async def run_dirs(tmp_path):
 
 
 def table_rows(markdown: str) -> dict[tuple[str, str, str], list[str]]:
-    """(dataset, length, agent) -> the remaining cells of that table line."""
-    rows, dataset = {}, ""
+    """(dataset, length, agent) -> the remaining cells of that table line (the accuracy
+    tables; each dataset's citations table is tests/test_eval_citations.py's)."""
+    rows, dataset, citations = {}, "", False
     for line in markdown.splitlines():
         if line.startswith("## "):
-            dataset = line[3:]
-        elif line.startswith("| ") and not line.startswith("| length"):
+            dataset, citations = line[3:], False
+        elif line == "Citations:":
+            citations = True
+        elif line.startswith("| ") and not line.startswith("| length") and not citations:
             cells = [c.strip() for c in line.strip("|").split("|")]
             rows[(dataset, cells[0], cells[1])] = cells[2:]
     return rows
