@@ -109,6 +109,11 @@ def test_a_trace_page_expands_its_memory_diff(page, run_dir):
         assert not chunk.is_visible()
         step.locator("details.chunk > summary").click()
         assert "Fact 3 is Kit." in chunk.inner_text()
+        # The span the memory line was aligned with is highlighted, saying which line it backs.
+        mark = chunk.locator("mark.source")
+        assert mark.all_inner_texts() == ["Fact 3 is Kit."]
+        assert mark.is_visible()
+        assert mark.get_attribute("title") == "backs the memory line: Fact 3 is Kit."
 
         page.get_by_role("button", name="Expand memories").click()
         assert page.locator("details.memory .diff:visible").count() == 4

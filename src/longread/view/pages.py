@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..agents.memagent import NO_MEMORY
+from ..citations.model import Citation
 from ..eval.store import DONE, SampleResult
 from ..trace import Run, Step
 from . import runfolder
 from .chunks import FoundChunk, find_chunk
 from .diff import WordDiff, word_diff
+from .highlight import Piece, highlight
 from .sources import NotATrace, RunFolder, Source, TraceSummary, trace_name
 
 
@@ -51,10 +53,31 @@ class StepView:
     diff: WordDiff | None  # the memory against the memory before it
     first_memory: bool  # nothing came before (the diff is all insertions)
     tokens: TokenView | None
+    pieces: list[Piece] | None = None  # the chunk's text with the spans its memory drew on
+
+    @property
+    def marks(self) -> int:
+        return sum(piece.marked for piece in self.pieces or [])
 
     @property
     def recalled(self) -> bool:
         return self.step.recall is not None and self.step.recall.memory is not None
+
+
+@dataclass(frozen=True)
+class CitationView:
+    """A citation of the run's answer and the call that read its chunk (None: not found)."""
+
+    citation: Citation
+    step: int | None
+
+    @property
+    def where(self) -> str:
+        """The page and section, else the characters: "p. 2 · Methods", "characters 10-42"."""
+        c = self.citation
+        parts = [f"p. {c.page}"] if c.page is not None else []
+        parts += [c.section] if c.section else []
+        return " · ".join(parts) or f"characters {c.char_start}-{c.char_end}"
 
 
 @dataclass(frozen=True)
@@ -68,6 +91,12 @@ class TracePage:
     previous: str | None = None  # neighbouring traces of the same run folder
     next: str | None = None
     flags: Counter[str] = field(default_factory=Counter)
+    citations: list[CitationView] = field(default_factory=list)
+
+    @property
+    def unsupported(self) -> bool:
+        """The run checked its answer against the document and found nothing backing it."""
+        return self.run.supported is False
 
     @property
     def correct(self) -> bool | None:
@@ -103,9 +132,27 @@ def trace_page(run: Run, name: str, **context: Any) -> TracePage:
             prompt = len(step.tokens.prompt_ids) if step.tokens.prompt_ids is not None else None
             pairs = [(i, logprobs[n] if logprobs else None) for n, i in enumerate(ids)]
             tokens = TokenView(prompt, pairs)
-        views.append(StepView(step, chunk, diff, before is None, tokens))
+        pieces = None
+        if chunk is not None and step.sources:
+            pieces = highlight(chunk, step.chunk_index, step.sources)
+        views.append(StepView(step, chunk, diff, before is None, tokens, pieces))
     flags = Counter(flag for step in run.steps for flag in step.flags)
-    return TracePage(name, run, views, flags=flags, **context)
+    cited = [CitationView(c, _reading_step(run.steps, c)) for c in run.citations]
+    return TracePage(name, run, views, flags=flags, citations=cited, **context)
+
+
+def _reading_step(steps: list[Step], citation: Citation) -> int | None:
+    """The call that read a citation's span: the one whose sources hold it, else the first
+    that read its chunk."""
+    span = (citation.char_start, citation.char_end)
+    for step in steps:
+        held = any((s.char_start, s.char_end) == span for s in step.sources or [])
+        if held and step.chunk_index == citation.chunk:
+            return step.step
+    for step in steps:
+        if citation.chunk is not None and step.chunk_index == citation.chunk:
+            return step.step
+    return None
 
 
 def _memory_line(step: Step) -> str:
