@@ -35,7 +35,9 @@ from typing import TypeVar, overload
 
 from ..errors import UsageError
 from ._boundaries import sentence_cuts, split_at, word_cuts
-from .reading import Warn, iter_paragraphs, read_document
+from .formats import open_document
+from .positions import PositionMap
+from .reading import Warn, iter_paragraphs
 from .tokenizer import Tokenizer
 
 # Granularity of a piece; splitting a piece yields pieces of the next level.
@@ -228,21 +230,27 @@ async def achunk_file(
     *,
     warn: Warn | None = None,
     name: str | None = None,
+    max_bytes: int | None = None,
 ) -> SpooledChunks:
-    """Read and chunk ``path`` (``"-"`` = stdin) in a worker thread, so that tokenising a large
-    document never blocks the event loop; the chunks wait in a temporary file, not in memory
-    (``SpooledChunks``). A cancelled caller (Ctrl-C, SIGTERM) does not wait for the thread.
-    Raises UsageError as ``read_document`` does (which calls the file ``name``)."""
+    """Read and chunk ``path`` (``"-"`` = stdin, as text) in a worker thread, so that
+    tokenising a large document never blocks the event loop; the chunks wait in a temporary
+    file, not in memory (``SpooledChunks``). Any format ``open_document`` reads (PDF, HTML,
+    EPUB, DOCX, Markdown, text); the chunks' ``positions`` (pages, sections) and ``format``
+    are set once chunking is done. A cancelled caller (Ctrl-C, SIGTERM) does not wait for the
+    thread. Raises UsageError as ``open_document`` does (which calls the file ``name`` and
+    refuses one over ``max_bytes``)."""
 
     def work(cancel: threading.Event) -> SpooledChunks:
         chunks = SpooledChunks()
         try:
-            paragraphs = iter_paragraphs(read_document(path, warn=warn, name=name))
+            document = open_document(path, name=name, max_bytes=max_bytes, warn=warn)
+            paragraphs = iter_paragraphs(document.pieces)
             for chunk in iter_chunks(paragraphs, tokenizer, max_tokens, min_fill, cancel=cancel):
                 chunks.append(chunk)
         except BaseException:
             chunks.close()
             raise
+        chunks.positions, chunks.format = document.positions, document.format
         return chunks
 
     return await run_cancellable(work)
@@ -302,6 +310,10 @@ class SpooledChunks(Sequence[Chunk]):
         self._tokens = array("q")
         self._offsets = array("q")  # each chunk's character offset in the document
         self._end = 0
+        # Where the chunks' text came from (pages, sections) and the document's format; set
+        # by whoever read the document (``achunk_file``) once all chunks are in.
+        self.positions = PositionMap()
+        self.format = "text"
 
     def append(self, chunk: Chunk) -> None:
         """Add the next chunk (its ``index`` must be the count so far)."""

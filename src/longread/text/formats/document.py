@@ -18,7 +18,6 @@ from .sniff import HEAD_BYTES, sniff_format, zip_format
 log = logging.getLogger(__name__)
 
 FORMATS = ("pdf", "html", "epub", "docx", "markdown", "text")
-_LABELS = {"pdf": "PDF", "html": "HTML", "epub": "EPUB", "docx": "DOCX"}
 
 
 @dataclass
@@ -67,9 +66,10 @@ def _format_of(path: Path, name: str, max_bytes: int | None) -> str:
     except OSError as error:
         raise UsageError(f"cannot open {name}: {error.strerror or error}") from None
     if max_bytes is not None and size > max_bytes:
-        raise UsageError(f"{name} is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:g} MB limit")
+        raise UsageError(f"{name} is {_size(size)}, over the limit of {_size(max_bytes)}")
     fmt = sniff_format(head, path.name)
-    return zip_format(path, name) if fmt == "zip" else fmt
+    # A zip's head can mislead (a truncated DOCX still starts like one): its directory decides.
+    return zip_format(path, name) if fmt in ("zip", "epub", "docx") else fmt
 
 
 def _pieces(
@@ -141,6 +141,5 @@ def document_from_bytes(data: bytes, *, name: str) -> tuple[str, PositionMap, st
         os.unlink(temporary)
 
 
-def format_label(fmt: str) -> str:
-    """How messages name a format: "PDF", "EPUB", ... ("text" and "markdown" as they are)."""
-    return _LABELS.get(fmt, fmt)
+def _size(count: int) -> str:
+    return f"{count / 1e6:,.1f} MB" if count >= 100_000 else f"{count:,} bytes"
