@@ -55,6 +55,31 @@ def read_like_a_model(messages: Sequence[Message]) -> str:
     return f"\\boxed{{{numbers[-1] if numbers else 'unknown'}}}"
 
 
+VAULT_QUESTION = "What is the vault code of the Lisbon office?"
+_VAULT = re.compile(r"[^.\n]*vault code[^.\n]*\.")
+
+
+def copy_vault_sentences(messages: Sequence[Message]) -> str:
+    """memagent's prompts answered by a model that notes, word for word, every sentence of a
+    section naming a vault code (the documents of tests/data/documents hold one), and boxes
+    the last number of its notes; "unknown" when they hold none."""
+    prompt = messages[-1]["content"]
+    if "\n\nSection:\n" in prompt:
+        memory = prompt.split("\nMemory:\n", 1)[1].split("\n\nSection:\n", 1)[0]
+        section = prompt.split("\n\nSection:\n", 1)[1]
+        kept = [] if memory.startswith("No previous memory") else [memory]
+        found = [sentence.strip() for sentence in _VAULT.findall(section)]
+        return "\n".join(kept + found) or "Nothing yet."
+    memory = prompt.split("\nMemory:\n", 1)[-1]
+    numbers = re.findall(r"\b\d{3,}\b", "\n".join(_VAULT.findall(memory)))
+    return f"\\boxed{{{numbers[-1] if numbers else 'unknown'}}}"
+
+
+def vault_reader(calls: int = 500) -> ScriptedBackend:
+    """A ScriptedBackend answering with :func:`copy_vault_sentences` for ``calls`` calls."""
+    return ScriptedBackend([copy_vault_sentences] * calls)
+
+
 def scripted_reader(calls: int = 500) -> ScriptedBackend:
     """tests/scripted.py's ScriptedBackend, scripted to read like a model for ``calls`` calls."""
     return ScriptedBackend([read_like_a_model] * calls)

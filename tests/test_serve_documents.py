@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 
-from longread.serve.documents import extract
+from longread.serve.documents import extract, file_at
 from longread.serve.errors import APIError
+from longread.text.formats import document_from_bytes
+from longread.text.positions import Position
+
+DOCUMENTS = Path(__file__).parent / "data" / "documents"
 
 LIMIT = 10_000
 
@@ -89,3 +94,38 @@ def test_what_cannot_be_split_is_refused(messages, words):
 def test_the_extension_document_wins_over_messages_and_is_said_to():
     found = extract([user("Earlier chat."), user("Q?")], "The real document.", LIMIT)
     assert (found.document, found.split.source) == ("The real document.", "longread.document")
+
+
+def test_files_of_any_format_join_into_one_text_with_their_pages_and_sections_shifted():
+    html, pdf = (DOCUMENTS / "page.html").read_bytes(), (DOCUMENTS / "report.pdf").read_bytes()
+    parts = [
+        {"type": "file", "file": {"file_data": html.decode(), "filename": "page.html"}},
+        {"type": "file", "file": {"file_data": "data:application/pdf;base64,"
+                                  + base64.b64encode(pdf).decode(), "filename": "report.pdf"}},
+        {"type": "text", "text": "Q?"},
+    ]  # fmt: skip
+    found = extract([user(parts)], None, 10**6)
+    first, second = found.files
+    html_text, _, _ = document_from_bytes(html, name="page.html")
+    pdf_text, _, _ = document_from_bytes(pdf, name="report.pdf")
+    assert found.document == html_text + "\n\n" + pdf_text
+    assert found.document[first.start : first.end] == html_text
+    assert found.document[second.start : second.end] == pdf_text
+    assert (first.name, first.format, second.name, second.format) == (
+        "page.html", "html", "report.pdf", "pdf",
+    )  # fmt: skip
+    vault = "The vault code"
+    assert found.positions.at(html_text.index(vault)) == Position(None, "Lisbon")
+    in_pdf = second.start + pdf_text.index(vault)
+    assert found.positions.at(in_pdf) == Position(2, "2. Offices and security")
+    assert file_at(found.files, in_pdf) == second
+    assert file_at(found.files, 0) == first
+    assert found.split.names == ("page.html", "report.pdf")
+
+
+def test_text_sent_as_longread_document_or_messages_has_no_positions_nor_files():
+    for found in (
+        extract([user("Q?")], "# Heading\n\nText.", LIMIT),
+        extract([user("# Heading\n\nText."), user("Q?")], None, LIMIT),
+    ):
+        assert (len(found.positions), found.files) == (0, ())

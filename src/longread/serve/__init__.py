@@ -2,8 +2,10 @@
 
 ``create_app(backend_factory, ServeConfig(...))`` is the FastAPI app; the modules each do one
 job: ``requests`` and ``documents`` read a request (which agent, which settings, where the
-document and the question are), ``runs`` coordinates runs (coalescing, limits, cancellation,
-traces), ``stream`` and ``render`` write OpenAI's shapes, ``errors`` every error in OpenAI's
+document and the question are), ``uploads`` reads a file part of any format (PDF, HTML, EPUB,
+DOCX, Markdown, text), ``runs`` coordinates runs (coalescing, limits, cancellation, traces),
+``stream`` and ``render`` write OpenAI's shapes, ``citing`` the answer's citations (the
+``longread`` field's list and ``url_citation`` annotations), ``errors`` every error in OpenAI's
 error shape, ``auth`` the bearer keys (and whose runs are whose). ``longread.asgi`` runs it
 under uvicorn, as it runs the viewer. Nothing in the library imports this package: it is a
 front door, like the CLI.

@@ -1,10 +1,13 @@
 """Where a chat request's document and question come from. Three conventions, tried in order:
 
 1. ``longread.document``: the request's extension field (``extra_body`` in the openai client)
-   holds the document; the last user message is the question.
+   holds the document's text; the last user message is the question.
 2. File content parts: ``{"type": "file", "file": {"file_data": ..., "filename": ...}}`` in the
-   user messages (a base64 ``data:`` URL, or plain text) are the document, joined in order; the
-   text of the last user message is the question.
+   user messages (a base64 ``data:`` URL, or plain text) are the document, joined in order by
+   blank lines. Each is read whatever its format (PDF, HTML, EPUB, DOCX, Markdown, text:
+   ``uploads``), and the document remembers where each file's text lies (``DocumentFile``) and
+   where its pages and sections start (a ``PositionMap``), so a citation can say "report.pdf,
+   p. 2". The text of the last user message is the question.
 3. Plain messages, for clients that can send nothing else: every message before the last one
    (any role) is the document, joined by blank lines; the last message, the user's, is the
    question.
@@ -14,19 +17,19 @@ The response says which one applied (``Split``): a client never has to guess wha
 
 from __future__ import annotations
 
-import base64
-import binascii
-import urllib.parse
+from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..text.positions import PositionMap
 from .errors import APIError
+from .uploads import Upload, read_part, too_large
 
 EXTENSION = "longread.document"
 FILES = "file"
 MESSAGES = "messages"
-_SNIFF = 8192  # like git, a NUL byte near the start means binary
+_JOIN = "\n\n"
 
 
 @dataclass(frozen=True)
@@ -53,12 +56,32 @@ class Split:
 
 
 @dataclass(frozen=True)
+class DocumentFile:
+    """One file of a document sent as file parts: its name, the format it was read as, and
+    where its text lies in the joined document (``start``..``end``, characters)."""
+
+    name: str
+    format: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
 class Extracted:
-    """The question, the document, and how they were found."""
+    """The question, the document, how they were found, where the document's pages and
+    sections start (empty when it came as text with none), and its files (file parts only)."""
 
     question: str
     document: str
     split: Split
+    positions: PositionMap = field(default_factory=PositionMap)
+    files: tuple[DocumentFile, ...] = ()
+
+
+def file_at(files: Sequence[DocumentFile], offset: int) -> DocumentFile | None:
+    """The file holding character ``offset`` of the joined document (None: no files)."""
+    index = bisect_right([f.start for f in files], offset) - 1
+    return files[index] if index >= 0 else None
 
 
 def extract(
@@ -88,11 +111,7 @@ def extract(
             )
         return _done(question, [document], Split(EXTENSION, 1, 0), max_document_bytes)
     if files:
-        names = tuple(name for name, _ in files)
-        return _done(
-            question, [text for _, text in files], Split(FILES, len(files), 0, names),
-            max_document_bytes,
-        )  # fmt: skip
+        return _from_files(question, files, max_document_bytes)
     earlier = [m.text for m in parsed[:-1] if m.text.strip()]
     if not earlier:
         raise _bad(
@@ -103,26 +122,57 @@ def extract(
     return _done(question, earlier, Split(MESSAGES, len(earlier), 0), max_document_bytes)
 
 
-def _done(question: str, pieces: list[str], split: Split, limit: int) -> Extracted:
-    document = "\n\n".join(pieces)
+def _done(
+    question: str,
+    pieces: list[str],
+    split: Split,
+    limit: int,
+    positions: PositionMap | None = None,
+    files: tuple[DocumentFile, ...] = (),
+) -> Extracted:
+    document = _JOIN.join(pieces)
     size = len(document.encode("utf-8", errors="replace"))
     if size > limit:
-        raise APIError(
-            413,
-            f"the document has {size} bytes; this server reads at most {limit} "
-            "(longread serve --max-document-mb)",
-            code="document_too_large",
-        )
+        raise too_large(size, limit)
     if not document.strip():
         raise _bad("the document is empty", None)
-    return Extracted(question, document, Split(split.source, split.parts, size, split.names))
+    split = Split(split.source, split.parts, size, split.names)
+    return Extracted(question, document, split, positions or PositionMap(), files)
+
+
+def _from_files(question: str, parts: list[_FilePart], limit: int) -> Extracted:
+    """Read every file part (their raw bytes, all together, count against ``limit`` before
+    any is parsed) and join their texts and position maps."""
+    uploads: list[Upload] = []
+    room = limit
+    for part in parts:
+        upload = read_part(part.file, part.where, len(uploads) + 1, room)
+        room -= upload.raw_bytes
+        uploads.append(upload)
+    positions = PositionMap()
+    files = []
+    start = 0
+    for upload in uploads:
+        positions.extend(upload.positions, start)
+        end = start + len(upload.text)
+        files.append(DocumentFile(upload.name, upload.format, start, end))
+        start = end + len(_JOIN)
+    names = tuple(u.name for u in uploads)
+    split = Split(FILES, len(uploads), 0, names)
+    return _done(question, [u.text for u in uploads], split, limit, positions, tuple(files))
+
+
+@dataclass(frozen=True)
+class _FilePart:
+    file: Any  # the part's ``file`` object, read once every part is known
+    where: str
 
 
 @dataclass
 class _Message:
     role: str
     text: str
-    files: list[tuple[str, str]]  # (name, text)
+    files: list[_FilePart]
 
     @classmethod
     def of(cls, message: dict[str, Any], index: int) -> _Message:
@@ -131,7 +181,7 @@ class _Message:
         if content is None or isinstance(content, str):
             return cls(role, content or "", [])
         texts: list[str] = []
-        files: list[tuple[str, str]] = []
+        files: list[_FilePart] = []
         for number, part in enumerate(content):
             where = f"messages.{index}.content.{number}"
             kind = part.get("type")
@@ -140,54 +190,14 @@ class _Message:
             elif kind == "file":
                 if role != "user":
                     raise _bad(f"file parts belong in user messages, not {role}", where)
-                files.append(_file_text(part.get("file"), where, len(files) + 1))
+                files.append(_FilePart(part.get("file"), where))
             else:
                 raise _bad(
-                    f"content part type {kind!r} is not supported: longread reads text "
+                    f"content part type {kind!r} is not supported: longread reads documents "
                     "(text and file parts)",
                     where,
                 )
         return cls(role, "\n".join(texts), files)
-
-
-def _file_text(file: Any, where: str, number: int) -> tuple[str, str]:
-    """A file part's name and text: ``file_data`` as a ``data:`` URL (base64 or percent-
-    encoded) or as plain text. Binary files (PDF, images) are refused: longread reads text."""
-    if not isinstance(file, dict):
-        raise _bad("a file part needs a file object with file_data", where)
-    name = str(file.get("filename") or f"file {number}")
-    data = file.get("file_data")
-    if data is None:
-        if file.get("file_id"):
-            raise _bad(
-                "file_id refers to a file uploaded to OpenAI; longread keeps no files: "
-                "send the content as file_data",
-                f"{where}.file.file_id",
-            )
-        raise _bad("a file part needs file_data", f"{where}.file")
-    if not isinstance(data, str):
-        raise _bad("file_data must be a string (a data: URL or the text itself)", where)
-    if not data.startswith("data:"):
-        return name, data
-    raw, mime = _data_url_bytes(data, f"{where}.file.file_data")
-    if mime == "application/pdf" or raw.startswith(b"%PDF"):
-        raise _bad(f"{name} is a PDF; longread reads text: send the document's text", where)
-    if b"\x00" in raw[:_SNIFF]:
-        raise _bad(f"{name} looks like a binary file (NUL bytes), not text", where)
-    return name, raw.decode("utf-8", errors="replace")
-
-
-def _data_url_bytes(url: str, where: str) -> tuple[bytes, str]:
-    header, comma, payload = url[len("data:") :].partition(",")
-    if not comma:
-        raise _bad("a data: URL needs a comma before its data", where)
-    mime = header.split(";", 1)[0].strip().lower()
-    if ";base64" not in header.lower():
-        return urllib.parse.unquote_to_bytes(payload), mime
-    try:
-        return base64.b64decode(payload, validate=True), mime
-    except (binascii.Error, ValueError):
-        raise _bad("file_data is not valid base64", where) from None
 
 
 def _bad(message: str, param: str | None) -> APIError:

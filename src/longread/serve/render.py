@@ -1,11 +1,13 @@
 """What clients read: OpenAI's ``chat.completion`` and ``chat.completion.chunk`` bodies, the
-usage block, the ``longread`` field, and the progress lines sent as reasoning."""
+usage block, the ``longread`` field (with the answer's citations), the ``url_citation``
+annotations, and the progress lines sent as reasoning."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..trace import Run, Step
+from .citing import annotations, citation_fields
 from .requests import RunRequest
 from .runs import Event, RunHandle, Started
 
@@ -81,7 +83,9 @@ def longread_field(
     handle: RunHandle, request: RunRequest, shared: bool, trace_url: str | None
 ) -> dict[str, Any]:
     """What the response says about the run: its id (the trace's name), where to view it, how
-    this request was split into document and question, and whether it joined a run."""
+    this request was split into document and question, whether it joined a run, and the
+    spans of the document that back the answer (``citations``; ``supported`` False when
+    nothing in the document does, None when that was not checked)."""
     run = handle.run
     return {
         "run_id": handle.run_id,
@@ -92,6 +96,8 @@ def longread_field(
         "shared": shared,
         "boxed": run.boxed if run is not None else None,
         "notes": run.notes if run is not None else [],
+        "citations": citation_fields(run, request.files) if run is not None else [],
+        "supported": run.supported if run is not None else None,
     }
 
 
@@ -102,6 +108,9 @@ def completion(
     run = handle.run
     assert run is not None
     message: dict[str, Any] = {"role": "assistant", "content": run.answer}
+    cited = annotations(run, request.files)
+    if cited:
+        message["annotations"] = cited
     reasoning = reasoning_text(handle, request.reasoning)
     if reasoning:
         message["reasoning_content"] = reasoning

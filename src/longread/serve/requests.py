@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any, Literal, get_type_hints
 
@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from ..agents.config import SamplingConfig
 from ..agents.registry import AGENTS, make_config
 from ..errors import UsageError
+from ..text.positions import PositionMap
 from .config import ServeConfig
-from .documents import Split, extract
+from .documents import DocumentFile, Split, extract
 from .errors import APIError, validation_message
 
 MODEL_PREFIX = "longread-"
@@ -73,6 +74,10 @@ class RunRequest:
     include_usage: bool
     key: str  # identical runs (same client key, agent, settings, question, document) share it
     client: str = ""  # who asked (``auth.client_of``): the run and its trace are theirs alone
+    # Where the document's pages and sections start, and its files (file parts only): what
+    # locates the run's citations and names the file each one is in.
+    positions: PositionMap = field(default_factory=PositionMap)
+    files: tuple[DocumentFile, ...] = ()
 
 
 def model_id(agent: str) -> str:
@@ -118,10 +123,10 @@ def resolve(body: ChatRequest, settings: ServeConfig, client: str) -> RunRequest
     messages = [m.model_dump() for m in body.messages]
     found = extract(messages, document, settings.max_document_bytes)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    key = run_key(client, agent, config, found.question, found.document)
+    key = run_key(client, agent, config, found.question, found.document, found.positions)
     return RunRequest(
         body.model, agent, found.question, found.document, found.split, config,
-        reasoning, body.stream, include_usage, key, client,
+        reasoning, body.stream, include_usage, key, client, found.positions, found.files,
     )  # fmt: skip
 
 
@@ -137,15 +142,24 @@ def agent_for(model: str) -> str:
     return name
 
 
-def run_key(client: str, agent: str, config: SamplingConfig, question: str, document: str) -> str:
-    """A digest of everything that decides a run's answer: requests with the same one are the
-    same run (a retry, a second tab) and share it."""
+def run_key(
+    client: str,
+    agent: str,
+    config: SamplingConfig,
+    question: str,
+    document: str,
+    positions: PositionMap | None = None,
+) -> str:
+    """A digest of everything that decides a run's answer and its trace: requests with the
+    same one are the same run (a retry, a second tab) and share it. The positions count: the
+    same text from two PDFs paged differently cites different pages."""
     inputs = {
         "client": client,
         "agent": agent,
         "config": asdict(config),
         "question": question,
         "document": hashlib.sha256(document.encode("utf-8", errors="replace")).hexdigest(),
+        "positions": positions.to_list() if positions else [],
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
 

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..agents.registry import make_agent
+from ..citations import locate
 from ..llm.base import LLMBackend
 from ..text.tokenizer import Tokenizer
 from ..trace import Run, Step, new_run_id, utc_now
@@ -227,7 +228,10 @@ class RunManager:
         plan, chunks = await agent.chunks(request.question, request.document)
         handle.publish(Started(len(chunks), plan.chunk_tokens, plan.note()))
         # The server named the run before it started (the id went out in headers).
-        return await agent.run(request.question, chunks, run_id=handle.run_id)
+        run = await agent.run(request.question, chunks, run_id=handle.run_id)
+        # Pages and sections in the trace, as in the response.
+        run.citations = locate(run.citations, request.positions)
+        return run
 
     def _forget(self, handle: RunHandle) -> None:
         if self._runs.get(handle.request.key) is handle:
