@@ -8,7 +8,7 @@ FAST_STAMP = $(VENV)/.installed-fast
 
 DEMO_QUESTION = What is the special magic number mentioned in the document?
 
-.PHONY: install install-verl demo test test-fast lint bench clean
+.PHONY: install install-verl demo demo-pdf test test-fast lint bench clean
 
 # Build llama.cpp with both cores; the first install compiles it (about 10 minutes), pip caches it.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
@@ -43,6 +43,11 @@ install-verl: $(VERL_STAMP)
 
 demo: install
 	$(BIN)/longread ask examples/needle.txt --question "$(DEMO_QUESTION)"
+
+# A question about a PDF (examples/report.pdf, printed by chromium; 3 pages): the answer comes
+# with the page it was read from ("Sources: p. 2").
+demo-pdf: install
+	$(BIN)/longread ask examples/report.pdf --question "What is the vault code of the Lisbon office?"
 
 lint: install
 	$(BIN)/ruff check src tests bench scripts

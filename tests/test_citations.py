@@ -240,3 +240,24 @@ def test_provenance_forgets_the_oldest_notes_past_its_limit():
         chunk = chunks[0].__class__(0, f"{FILLER} {sentence}", 10, 0)
         provenance.on_update("", sentence, chunk)
     assert len(provenance._spans) == 2
+
+
+async def test_a_long_unboxed_answer_is_cited_sentence_by_sentence():
+    # The base model often answers with a copied sentence and no box: rag and full cite the
+    # sentences it copied (here numbered, as the model writes lists).
+    reply = f"1. {NEEDLE}\n2. {NEEDLE}"
+    backend = ScriptedBackend([reply])
+    agent = RAG(backend, WordTokenizer(), RAGConfig(rag_chunk_tokens=60, rag_k=2))
+    run = await agent.run(QUESTION, DOCUMENT)
+
+    assert run.supported is True
+    assert [c.quote for c in run.citations] == [NEEDLE]
+
+
+async def test_a_memory_agents_unboxed_answer_is_traced_through_its_notes():
+    chunks = cut()
+    backend = ScriptedBackend([*copying_updates(chunks, NEEDLE), f"I found it. {NEEDLE}"])
+    run = await MemAgent(backend, WordTokenizer(), MemAgentConfig()).run(QUESTION, chunks)
+
+    assert not run.boxed and run.supported is True
+    assert [c.quote for c in run.citations] == [NEEDLE]

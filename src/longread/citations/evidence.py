@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..text.chunking import Chunk
-from .align import fold, note_key, split_notes, widen_to_sentences
+from .align import align, fold, note_key, split_notes, widen_to_sentences
 from .model import Citation, SourceSpan
 from .provenance import Provenance
 
@@ -26,54 +26,15 @@ MAX_CITATIONS = 3
 YES_NO = frozenset({"yes", "no"})
 # Words that say nothing about what a question is about.
 _STOPWORDS = frozenset(
-    {
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "how",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "that",
-        "the",
-        "their",
-        "this",
-        "to",
-        "was",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "why",
-        "with",
-        "mentioned",
-        "provided",
-        "text",
-        "document",
-        "according",
-    }
+    re.findall(
+        r"\w+",
+        """a an and are as at be by did do does for from had has have how in is it its of on or
+        that the their this to was were what when where which who whom whose why with
+        mentioned provided text document according""",
+    )
 )
+# A long answer (an unboxed reply) is cited sentence by sentence, up to this many.
+MAX_STATEMENT_NOTES = 6
 _WORD = re.compile(r"\w+")
 
 
@@ -103,7 +64,11 @@ def memory_evidence(
         citation = None if span is None else _anchored(span, answer, chunks)
         if citation is not None:
             citations.append(citation)
-    return _evidence(citations or search_answer(answer, question, chunks))
+    citations = citations or search_answer(answer, question, chunks)
+    if not citations:  # a whole sentence or more: each of its sentences traced as a note
+        spans = [provenance.span_of(note) for note in split_notes(answer)[:MAX_STATEMENT_NOTES]]
+        citations = [_cited(span) for span in spans if span is not None]
+    return _evidence(citations)
 
 
 def search_answer(
@@ -147,7 +112,28 @@ def chunk_evidence(
         return Evidence()
     if note_key(answer) in YES_NO:
         return Evidence([], None)
-    return _evidence(search_answer(answer.strip(), question, chunks, only=only, seen=seen))
+    answer = answer.strip()
+    candidates = list(range(len(chunks)) if only is None else only)
+    citations = search_answer(answer, question, chunks, only=candidates, seen=seen)
+    return _evidence(citations or _aligned_statement(answer, chunks, candidates, seen))
+
+
+def _aligned_statement(
+    answer: str, chunks: Sequence[Chunk], candidates: list[int], seen: str | None
+) -> list[Citation]:
+    """A long answer's sentences, each aligned with the candidate chunk it matches best
+    (as memory notes are: ``align``), within ``seen`` when given."""
+    citations = []
+    for note in split_notes(answer)[:MAX_STATEMENT_NOTES]:
+        matches = [(align(note, chunks[i].text), chunks[i]) for i in candidates]
+        scored = [(match, chunk) for match, chunk in matches if match is not None]
+        if not scored:
+            continue
+        match, chunk = max(scored, key=lambda item: item[0].score)
+        citation = _citation(chunk, match.start, match.end)
+        if seen is None or citation.quote in seen:
+            citations.append(citation)
+    return citations
 
 
 def notes_about(question: str, notes: list[str], most: int = 2) -> list[str]:
