@@ -1,7 +1,8 @@
 """A real PDF and a real EPUB, several chunks long, to measure citations on (issue 27, item 3).
 
     .venv/bin/python scripts/citation_documents.py make     # writes results/citations/documents/
-    .venv/bin/python scripts/citation_documents.py measure  # asks; writes documents.jsonl there
+    .venv/bin/python scripts/citation_documents.py measure [-- ASK FLAGS]
+        # asks; appends to documents.jsonl there, labelled with the flags
 
 ``make`` prints a 16-page report to PDF with Debian's chromium (``--print-to-pdf``) and builds an
 8-chapter e-book with ebooklib, from the same varied prose (a seeded generator) with three facts
@@ -145,10 +146,10 @@ def _fixture_script():  # a module loaded from its path
     return module
 
 
-def measure() -> None:
+def measure(flags: list[str]) -> None:
     rows = []
     for name, where in (("report-16pages.pdf", "page"), ("book-8chapters.epub", "section")):
-        command = [".venv/bin/longread", "ask", str(OUT / name), "--json"]
+        command = [".venv/bin/longread", "ask", str(OUT / name), "--json", *flags]
         for _, _, question, _ in FACTS:
             command += ["-q", question]
         done = subprocess.run(command, check=True, capture_output=True, text=True)
@@ -157,6 +158,7 @@ def measure() -> None:
             expected = page if where == "page" else _chapter_title(page)
             citations = answer["citations"]
             rows.append({
+                "flags": " ".join(flags),
                 "document": name,
                 "question": question,
                 "answer": answer["answer"],
@@ -169,7 +171,7 @@ def measure() -> None:
                 "seconds": answer["seconds"],
             })  # fmt: skip
             print(json.dumps(rows[-1]))
-    with open(OUT / "documents.jsonl", "w", encoding="utf-8") as handle:
+    with open(OUT / "documents.jsonl", "a", encoding="utf-8") as handle:
         handle.writelines(json.dumps(row) + "\n" for row in rows)
 
 
@@ -180,4 +182,6 @@ def _chapter_title(page: int) -> str:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["make", "measure"])
-    {"make": make, "measure": measure}[parser.parse_args().action]()
+    parser.add_argument("flags", nargs="*", help="measure: flags for longread ask")
+    args = parser.parse_args()
+    make() if args.action == "make" else measure(args.flags)

@@ -40,3 +40,10 @@ for agent in rag full; do
   cell "$agent" hotpotqa 8192 --base-model
 done
 $LONGREAD eval report "$RUNS"/* --markdown results/citations/report.md
+# The real PDF and EPUB (scripts/citation_documents.py): the shipped defaults, then the notes
+# prompts (which the demo uses). Skipped when documents.jsonl already holds them.
+if ! grep -q '"flags": "--prompt-set notes"' results/citations/documents/documents.jsonl 2>/dev/null; then
+  rm -f results/citations/documents/documents.jsonl
+  flock /tmp/longread-model.lock .venv/bin/python scripts/citation_documents.py measure
+  flock /tmp/longread-model.lock .venv/bin/python scripts/citation_documents.py measure -- --prompt-set notes
+fi
