@@ -32,7 +32,7 @@ FILLER = (
 
 REPORT_SECTIONS = [
     ("1. Overview", "Northwind Logistics ran forty depots this year."),
-    ("2. Offices and security", f"Each office keeps its own vault. {FACT} Only two people hold it."),
+    ("2. Offices and security", f"Each office keeps its own vault. {FACT} Two people hold it."),
     ("3. Outlook", "Next year the company expects to open two depots in the south."),
 ]
 

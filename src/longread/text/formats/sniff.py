@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import zipfile
+from os import PathLike
 from pathlib import PurePath
 from typing import IO
 
@@ -46,7 +47,7 @@ def sniff_format(head: bytes, filename: str) -> str:
     return "markdown" if suffix in _MARKDOWN_SUFFIXES else "text"
 
 
-def zip_format(file: str | IO[bytes], name: str) -> str:
+def zip_format(file: str | PathLike[str] | IO[bytes], name: str) -> str:
     """ "epub" or "docx" for a zip archive, by what it holds; UsageError for a damaged one or
     one that is neither."""
     try:
