@@ -72,6 +72,8 @@ def test_ask_json_reports_answer_and_costs(server, document):
     chats = server.requests_to(CHAT)
     updates = [r for r in chats if "Paragraph" in r.body["messages"][0]["content"]]
     assert out["answer"] == "7"
+    assert out["supported"] is True
+    assert [c["quote"] for c in out["citations"]] == ["Paragraph 7 says the value is 7."]
     assert out["calls"] == len(chats) == len(updates) + 1
     assert len(updates) >= 3
     assert out["prompt_tokens"] == sum(map(counted_prompt_tokens, chats))  # the server's usage
@@ -93,7 +95,11 @@ def test_ask_prints_the_answer_and_writes_the_trace(server, document, tmp_path):
         *server_args(server),
     )
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.strip() == "7"
+    answer, sources = result.stdout.splitlines()
+    assert answer == "7"
+    # Under the answer, the characters of the document that hold it (a text file has no pages).
+    start, end = map(int, sources.removeprefix("Sources: chars ").split("-"))
+    assert document.read_text()[start:end] == "Paragraph 7 says the value is 7."
     data = json.loads(trace.read_text())
     kinds = [c["kind"] for c in data["steps"]]
     assert kinds[-1] == "final" and set(kinds[:-1]) == {"update"}
@@ -111,7 +117,7 @@ def test_ask_reads_stdin(server):
         "ask", "-", "-q", "What is the value?", *server_args(server), input="The value is 7.\n"
     )
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.strip() == "7"
+    assert result.stdout == "7\nSources: chars 0-15\n"  # "The value is 7."
     assert "The value is 7." in server.requests_to(CHAT)[0].body["messages"][0]["content"]
 
 
@@ -306,7 +312,9 @@ def test_estimated_counts_that_a_real_tokenizer_could_give_pass(tmp_path):
     document = long_document(tmp_path / "doc.txt", 12000)
     with FakeOpenAIServer() as fake:
         fake.always(CHAT, Reply(body=completion_body("noted \\boxed{7}", prompt_tokens=3300)))
-        result = invoke("ask", str(document), "-q", "What is the value?", *server_args(fake))
+        result = invoke(
+            "ask", str(document), "-q", "What is the value?", "--no-sources", *server_args(fake)
+        )
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == "7"
 
@@ -352,7 +360,7 @@ def test_an_answer_is_printed_even_when_the_trace_cannot_be_written(document, tm
         result = invoke("ask", str(document), "-q", "What is the value?", "--chunk-tokens", "60",
                         "--trace", str(folder / "t.json"), *server_args(fake))  # fmt: skip
     assert result.exit_code == 2, result.output
-    assert result.stdout.strip() == "7"  # paid for, so never lost
+    assert result.stdout.splitlines()[0] == "7"  # paid for, so never lost
     errors = [line for line in result.stderr.splitlines() if line.startswith("longread: error:")]
     assert len(errors) == 1 and "could not write the trace" in errors[0]
     assert str(folder / "t.json") in errors[0]
@@ -431,13 +439,26 @@ def ask_both(document: Path, *extra: str) -> Any:
 # memagent reads the questions together; rag, which cannot, answers one after another.
 @pytest.mark.parametrize("agent", [("memagent", "--chunk-tokens", "60"), ("rag", "--rag-k", "2")])
 def test_each_answer_is_printed_under_its_question(answers, document, agent):
-    result = ask_both(document, "--agent", *agent)
+    result = ask_both(document, "--agent", *agent, "--no-sources")
     assert result.exit_code == 0, result.stderr
     assert result.stdout == (f"Q1: {QUESTIONS[0]}\nA1: Ann\n\nQ2: {QUESTIONS[1]}\nA2: Rome\n")
 
 
+def test_each_answer_is_followed_by_its_sources_line(answers, document):
+    # Neither answer is in the document: each is flagged under its own answer.
+    result = ask_both(document, "--chunk-tokens", "60")
+    assert result.exit_code == 0, result.stderr
+    unsupported = "Sources: none found in the document (unsupported answer)"
+    assert result.stdout == (
+        f"Q1: {QUESTIONS[0]}\nA1: Ann\n{unsupported}\n\n"
+        f"Q2: {QUESTIONS[1]}\nA2: Rome\n{unsupported}\n"
+    )
+
+
 def test_one_question_prints_the_answer_alone(answers, document):
-    result = invoke("ask", str(document), "-q", QUESTIONS[1], "--chunk-tokens", "60")
+    result = invoke(
+        "ask", str(document), "-q", QUESTIONS[1], "--chunk-tokens", "60", "--no-sources"
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == "Rome\n"
 
