@@ -42,7 +42,7 @@ def citation_fields(run: Run, files: tuple[DocumentFile, ...]) -> list[dict[str,
     return fields
 
 
-def annotations(run: Run, files: tuple[DocumentFile, ...]) -> list[dict[str, Any]]:
+def url_annotations(run: Run, files: tuple[DocumentFile, ...]) -> list[dict[str, Any]]:
     """``url_citation`` annotations over the answer, one per distinct place cited (two quotes
     on one PDF page are one annotation)."""
     if not run.answer:

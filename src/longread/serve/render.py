@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..trace import Run, Step
-from .citing import annotations, citation_fields
+from .citing import citation_fields, url_annotations
 from .requests import RunRequest
 from .runs import Event, RunHandle, Started
 
@@ -108,7 +108,7 @@ def completion(
     run = handle.run
     assert run is not None
     message: dict[str, Any] = {"role": "assistant", "content": run.answer}
-    cited = annotations(run, request.files)
+    cited = url_annotations(run, request.files)
     if cited:
         message["annotations"] = cited
     reasoning = reasoning_text(handle, request.reasoning)
