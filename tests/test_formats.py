@@ -177,6 +177,7 @@ def test_a_file_over_max_bytes_is_refused_before_reading(tmp_path):
 
 def test_some_pages_without_text_are_skipped_with_one_warning(tmp_path):
     import pypdf  # the dev extra: makes test PDFs pypdfium2 cannot write
+
     writer = pypdf.PdfWriter(clone_from=DOCUMENTS / "report.pdf")
     writer.append(DOCUMENTS / "scanned.pdf")
     path = tmp_path / "mixed.pdf"

@@ -67,6 +67,7 @@ def test_a_pdf_on_standard_input_is_read_as_a_pdf(server):
 
 def test_an_encrypted_pdf_is_refused(server, tmp_path):
     import pypdf  # the dev extra: makes test PDFs pypdfium2 cannot write
+
     writer = pypdf.PdfWriter(clone_from=DOCUMENTS / "report.pdf")
     writer.encrypt(user_password="secret")
     path = tmp_path / "report.pdf"

@@ -175,6 +175,7 @@ def test_a_stream_sends_the_citations_in_its_last_chunk(start):
 
 def _encrypted_pdf() -> bytes:
     import pypdf  # the dev extra: makes test PDFs pypdfium2 cannot write
+
     writer = pypdf.PdfWriter(clone_from=DOCUMENTS / "report.pdf")
     writer.encrypt("sekrit")
     out = io.BytesIO()
