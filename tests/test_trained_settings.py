@@ -104,7 +104,8 @@ def test_the_shipped_provenance_records_how_the_adapter_was_trained():
 
 def test_a_plain_ask_on_the_bundled_model_reads_as_the_adapter_was_trained(model, book, tmp_path):
     result, trace = ask(book, tmp_path)
-    assert result.stdout == "4720519\n"
+    # The scripted model's number is nowhere in the filler: flagged, not cited.
+    assert result.stdout == "4720519\nSources: none found in the document (unsupported answer)\n"
     assert result.stderr == SAID  # once, one line
     assert read_with(trace) == SHIPPED
     sizes = chunk_sizes(trace)
