@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from longread.citations import Citation
 from longread.eval.citation_score import citation_score
-from longread.eval.report import load_runs, markdown_report
+from longread.eval.report import citation_cells, load_runs, markdown_report
 from longread.eval.runner import run_eval
 
 from .eval_helpers import AnswerBackend, factory, open_store, question, sample
@@ -56,4 +56,11 @@ async def test_eval_records_citation_scores_and_the_report_shows_precision_and_c
     assert rows["a"].score["cited"] == 1 and rows["a"].score["cited_precise"] == 1
     assert rows["b"].score["cited"] == 0 and rows["b"].score["supported"] is False
     report = markdown_report(load_runs([tmp_path]))
-    assert "| 0.5 | 100% (1/1) | 100% (1/1) | 1 |" in report
+    assert "| 0.5 | 100% (1/1) | 100% (1/1) | 100% (1/1) | 1 |" in report
+
+
+def test_precision_is_given_over_every_answer_and_over_the_correct_ones():
+    # A wrong answer read from the wrong sentence cites that sentence: honest, but not the needle.
+    right = {"cited": 1, "cited_precise": 1, "supported": True, "sub_em": 1.0}
+    wrong = {"cited": 1, "cited_precise": 0, "supported": True, "sub_em": 0.0}
+    assert citation_cells([right, wrong]) == ["1.0", "50% (1/2)", "100% (1/1)", "100% (1/1)", "0"]

@@ -94,7 +94,9 @@ def markdown_report(rows: Sequence[Row]) -> str:
 _CITATION_LEGEND = (
     "Citations: cited is the mean number of citations per finished sample; precision is the "
     "share of citations that hold the evidence (RULER: the needle; HotpotQA: a supporting "
-    "sentence), '-' where the set has none to judge by; coverage is the share of correct "
+    "sentence), '-' where the set has none to judge by, over every answer (a wrong answer's "
+    "citation shows where the wrong answer was read, rarely the evidence) and over the correct "
+    "answers only; coverage is the share of correct "
     "answers (sub-EM 1) that carry at least one citation; unsupported counts the answers "
     "flagged as backed by nothing in the document."
 )
@@ -110,8 +112,9 @@ def _citation_table(rows: list[Row]) -> list[str]:
     if not groups:
         return []
     lines = [
-        "| length | agent | n | cited | precision | coverage | unsupported |",
-        "|---:|---|---:|---:|---:|---:|---:|",
+        "| length | agent | n | cited | precision | precision, correct answers | coverage "
+        "| unsupported |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for length, agent in sorted(groups, key=lambda k: (_length_key(k[0]), k[1])):
         group = groups[(length, agent)]
@@ -124,16 +127,23 @@ def citation_cells(rows: list[Row]) -> list[str]:
     """Mean citations, precision (precise / judged citations) and coverage (correct answers
     with a citation / correct answers), each with its counts, and the unsupported count."""
     cited = sum(r["cited"] for r in rows)
-    judged = [r for r in rows if r.get("cited_precise") is not None]
-    precise, judged_cited = sum(r["cited_precise"] for r in judged), sum(r["cited"] for r in judged)
     correct = [r for r in rows if (r.get("sub_em") or 0.0) >= 1.0]
     covered = sum(r["cited"] > 0 for r in correct)
     return [
         f"{cited / len(rows):.1f}",
-        _share(precise, judged_cited) if judged else "-",
+        _precision(rows),
+        _precision(correct),
         _share(covered, len(correct)),
         str(sum(r.get("supported") is False for r in rows)),
     ]
+
+
+def _precision(rows: list[Row]) -> str:
+    """Precise citations over the citations of the rows that can be judged."""
+    judged = [r for r in rows if r.get("cited_precise") is not None]
+    if not judged:
+        return "-"
+    return _share(sum(r["cited_precise"] for r in judged), sum(r["cited"] for r in judged))
 
 
 def _share(part: int, whole: int) -> str:
