@@ -261,3 +261,13 @@ async def test_a_memory_agents_unboxed_answer_is_traced_through_its_notes():
 
     assert not run.boxed and run.supported is True
     assert [c.quote for c in run.citations] == [NEEDLE]
+
+
+async def test_an_answer_that_restates_the_question_is_found_by_what_it_adds():
+    # rag on the bundled model answers in a sentence of its own: only the number is the
+    # document's, and the needle sentence holding it is the citation.
+    reply = "The special magic number for lonely-flame mentioned in the provided text is 4331324."
+    agent = RAG(ScriptedBackend([reply]), WordTokenizer(), RAGConfig(rag_chunk_tokens=60, rag_k=2))
+    run = await agent.run(QUESTION, DOCUMENT)
+
+    assert [c.quote for c in run.citations] == [NEEDLE] and run.supported is True

@@ -35,6 +35,8 @@ _STOPWORDS = frozenset(
 )
 # A long answer (an unboxed reply) is cited sentence by sentence, up to this many.
 MAX_STATEMENT_NOTES = 6
+# A sentence-long answer is looked for by the words it adds to the question, up to this many.
+MAX_NEW_WORDS = 4
 _WORD = re.compile(r"\w+")
 
 
@@ -65,6 +67,7 @@ def memory_evidence(
         if citation is not None:
             citations.append(citation)
     citations = citations or search_answer(answer, question, chunks)
+    citations = citations or search_new_words(answer, question, chunks)
     if not citations:  # a whole sentence or more: each of its sentences traced as a note
         spans = [provenance.span_of(note) for note in split_notes(answer)[:MAX_STATEMENT_NOTES]]
         citations = [_cited(span) for span in spans if span is not None]
@@ -98,6 +101,28 @@ def search_answer(
     return [citation for _, citation in found]
 
 
+def search_new_words(
+    answer: str,
+    question: str,
+    chunks: Sequence[Chunk],
+    *,
+    only: Iterable[int] | None = None,
+    seen: str | None = None,
+) -> list[Citation]:
+    """``search_answer`` for what a sentence-long answer adds to its question: "The magic
+    number for X mentioned in the text is 4331324." adds "4331324". The sentences that hold
+    every added word (at most ``MAX_NEW_WORDS``: a longer answer says too much to find as a
+    whole) and share a word with the question."""
+    asked = _words(question)
+    added = [w for w in dict.fromkeys(_WORD.findall(fold(answer))) if w not in asked]
+    added = [w for w in added if w not in _STOPWORDS]
+    if not added or len(added) > MAX_NEW_WORDS:
+        return []
+    rarest = max(added, key=len)  # the longest word: the fewest places to look at
+    found = search_answer(rarest, question, chunks, only=only, seen=seen)
+    return [c for c in found if set(added) <= _words(c.quote)]
+
+
 def chunk_evidence(
     answer: str,
     question: str,
@@ -115,6 +140,7 @@ def chunk_evidence(
     answer = answer.strip()
     candidates = list(range(len(chunks)) if only is None else only)
     citations = search_answer(answer, question, chunks, only=candidates, seen=seen)
+    citations = citations or search_new_words(answer, question, chunks, only=candidates, seen=seen)
     return _evidence(citations or _aligned_statement(answer, chunks, candidates, seen))
 
 
