@@ -271,3 +271,14 @@ async def test_an_answer_that_restates_the_question_is_found_by_what_it_adds():
     run = await agent.run(QUESTION, DOCUMENT)
 
     assert [c.quote for c in run.citations] == [NEEDLE] and run.supported is True
+
+
+def test_a_note_read_in_this_chunk_is_not_taken_for_a_similar_earlier_one():
+    # Headings differ by a number only: "part 7", read now, must not inherit "part 1"'s span.
+    first = chunk_text("Regional notes, part 1\n\nThe board met.", WordTokenizer(), 100)[0]
+    later = first.__class__(1, "Regional notes, part 7\n\nThe drivers met.", 8, 200)
+    provenance = Provenance()
+    provenance.on_update("", "Regional notes, part 1", first)
+    [source] = provenance.on_update("Regional notes, part 1", "Regional notes, part 7", later)
+
+    assert (source.chunk, source.char_start, source.inherited) == (1, 200, False)

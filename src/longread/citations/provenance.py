@@ -20,10 +20,9 @@ from ..text.chunking import Chunk
 from .align import MIN_ALIGN_SCORE, align, note_key, split_notes
 from .model import SourceSpan
 
-# A rewritten note inherits an earlier note's span from this similarity (0-100) up; from
-# NEAR_COPY up it is taken for the same note even where the chunk also matches it.
+# A rewritten note inherits an earlier note's span from this similarity (0-100) up, unless the
+# chunk just read matches it at least as well.
 MIN_INHERIT_SCORE = 85.0
-NEAR_COPY = 95.0
 NOTES_KEPT = 4096
 
 
@@ -68,10 +67,13 @@ class Provenance:
         return added
 
     def _source(self, note: str, key: str, chunk: Chunk | None) -> SourceSpan | None:
+        """The chunk's span for ``note``, unless an earlier note is closer to it: then the
+        note was carried over, reworded (a heading "part 7" read in this chunk is closer to it
+        than an earlier "part 1" is)."""
         inherited = self._inherit(note, key)
-        if inherited is not None and inherited.score >= NEAR_COPY:
-            return inherited
-        if chunk is not None and (match := align(note, chunk.text, MIN_ALIGN_SCORE)):
+        match = None if chunk is None else align(note, chunk.text, MIN_ALIGN_SCORE)
+        if match is not None and (inherited is None or match.score >= inherited.score):
+            assert chunk is not None
             return SourceSpan(
                 line=note,
                 char_start=chunk.start + match.start,
