@@ -113,27 +113,14 @@ def make() -> None:
 
 
 def _make_epub(out: Path) -> None:
-    from ebooklib import epub
-
-    book = epub.EpubBook()
-    book.set_identifier("longread-citations-book")
-    book.set_title("Regional notes")
-    book.set_language("en")
-    chapters = []
+    """Eight chapters of two pages each."""
     all_pages = pages()
+    chapters = []
     for number in range(1, 9):
-        title = f"Chapter {number}: the year in the regions"
         pair = all_pages[(number - 1) * CHAPTER_OF_PAGE : number * CHAPTER_OF_PAGE]
-        paragraphs = [p for _, page_paragraphs in pair for p in page_paragraphs]
-        chapter = epub.EpubHtml(title=title, file_name=f"ch{number}.xhtml", lang="en")
-        chapter.content = f"<h1>{title}</h1>" + "".join(f"<p>{p}</p>" for p in paragraphs)
-        book.add_item(chapter)
-        chapters.append(chapter)
-    book.toc = chapters
-    book.add_item(epub.EpubNcx())
-    book.add_item(epub.EpubNav())
-    book.spine = ["nav", *chapters]
-    epub.write_epub(str(out), book)
+        body = "".join(f"<p>{p}</p>" for _, paragraphs in pair for p in paragraphs)
+        chapters.append((f"Chapter {number}: the year in the regions", body))
+    _fixture_script().write_epub(out, "longread-citations-book", "Regional notes", chapters)
 
 
 def _fixture_script():  # a module loaded from its path

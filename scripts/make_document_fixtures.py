@@ -108,29 +108,35 @@ def print_to_pdf(chromium: str, html: str, out: Path) -> None:
         subprocess.run(command, check=True, capture_output=True, timeout=120)
 
 
-def make_epub(out: Path) -> None:
+def write_epub(out: Path, identifier: str, title: str, chapters: list[tuple[str, str]]) -> None:
+    """An EPUB of ``chapters`` (title, body HTML), each a spine item and a TOC entry."""
     from ebooklib import epub
 
     book = epub.EpubBook()
-    book.set_identifier("longread-fixture-book")
-    book.set_title("The Northwind Years")
+    book.set_identifier(identifier)
+    book.set_title(title)
     book.set_language("en")
-    chapters = []
+    items = []
+    for number, (heading, body) in enumerate(chapters, 1):
+        item = epub.EpubHtml(title=heading, file_name=f"chapter{number}.xhtml", lang="en")
+        item.content = f"<h1>{heading}</h1>{body}"
+        book.add_item(item)
+        items.append(item)
+    book.toc = items
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = ["nav", *items]
+    epub.write_epub(str(out), book)
+
+
+def make_epub(out: Path) -> None:
     texts = [
         ("The first depot", "The company began with one depot and three trucks."),
         ("Lisbon", f"The head office moved to Lisbon in 2012. {FACT}"),
         ("The south", "The southern depots opened one after another."),
     ]
-    for number, (title, lead) in enumerate(texts, 1):
-        chapter = epub.EpubHtml(title=title, file_name=f"chapter{number}.xhtml", lang="en")
-        chapter.content = f"<h1>{title}</h1><p>{lead}</p><p>{FILLER}</p>"
-        book.add_item(chapter)
-        chapters.append(chapter)
-    book.toc = chapters
-    book.add_item(epub.EpubNcx())
-    book.add_item(epub.EpubNav())
-    book.spine = ["nav", *chapters]
-    epub.write_epub(str(out), book)
+    chapters = [(title, f"<p>{lead}</p><p>{FILLER}</p>") for title, lead in texts]
+    write_epub(out, "longread-fixture-book", "The Northwind Years", chapters)
 
 
 def make_docx(out: Path) -> None:

@@ -99,16 +99,22 @@ def _open_binary(path: str | Path, name: str) -> Iterator[BinaryIO]:
         return
     try:
         stream = open(path, "rb")  # noqa: SIM115 - closed by the with below
-    except FileNotFoundError:
-        raise UsageError(f"{name} does not exist") from None
-    except IsADirectoryError:
-        raise UsageError(f"{name} is a directory, not a text file") from None
-    except PermissionError:
-        raise UsageError(f"{name} is not readable (permission denied)") from None
     except OSError as error:
-        raise UsageError(f"cannot open {name}: {error.strerror or error}") from None
+        raise cannot_open(error, name, "a text file") from None
     with stream:
         yield stream
+
+
+def cannot_open(error: OSError, name: str, kind: str) -> UsageError:
+    """The one-line error for a file that could not be opened; ``kind`` is what it should
+    have been ("a text file", "a document")."""
+    if isinstance(error, FileNotFoundError):
+        return UsageError(f"{name} does not exist")
+    if isinstance(error, IsADirectoryError):
+        return UsageError(f"{name} is a directory, not {kind}")
+    if isinstance(error, PermissionError):
+        return UsageError(f"{name} is not readable (permission denied)")
+    return UsageError(f"cannot open {name}: {error.strerror or error}")
 
 
 def _blocks(stream: BinaryIO, name: str, block_bytes: int) -> Iterator[bytes]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ...errors import UsageError
 from ..positions import PositionMap
-from ..reading import Warn, read_document
+from ..reading import Warn, cannot_open, read_document
 from ._blocks import join_blocks
 from .sniff import HEAD_BYTES, sniff_format, zip_format
 
@@ -57,14 +57,8 @@ def _format_of(path: Path, name: str, max_bytes: int | None) -> str:
         size = path.stat().st_size
         with open(path, "rb") as stream:
             head = stream.read(HEAD_BYTES)
-    except FileNotFoundError:
-        raise UsageError(f"{name} does not exist") from None
-    except IsADirectoryError:
-        raise UsageError(f"{name} is a directory, not a document") from None
-    except PermissionError:
-        raise UsageError(f"{name} is not readable (permission denied)") from None
     except OSError as error:
-        raise UsageError(f"cannot open {name}: {error.strerror or error}") from None
+        raise cannot_open(error, name, "a document") from None
     if max_bytes is not None and size > max_bytes:
         raise UsageError(f"{name} is {_size(size)}, over the limit of {_size(max_bytes)}")
     fmt = sniff_format(head, path.name)
