@@ -428,6 +428,37 @@ def test_mixed_wording_varies_by_sample_and_says_which() -> None:
         assert needle.format(key=key, value=value) in sample.context
 
 
+def test_varied_wording_draws_every_training_wording_and_never_a_held_out_one() -> None:
+    """The unseen-wording evaluation is only unseen if no training draw can produce it."""
+    from longread.data._niah import HELDOUT_WORDINGS, WORDINGS
+
+    single = build("niah_single_1", 2000, RegexTokenizer(), n=60, wording="varied")
+    multi = build("niah_multikey_1", 2000, RegexTokenizer(), n=30, wording="varied")
+    assert {s.meta["wording"] for s in single} == set(WORDINGS)
+    keyless = {name for name, w in WORDINGS.items() if not w.keyed}
+    assert keyless and not keyless & {s.meta["wording"] for s in multi}  # one needle only
+    for sample in [*single, *multi]:
+        wording = WORDINGS[sample.meta["wording"]]
+        (key, *_), value = sample.meta["keys"], sample.answers[0]
+        needle = wording.needle.format(noun="number", nouns="numbers", key=key, value=value)
+        assert needle in sample.context
+        for held in HELDOUT_WORDINGS.values():  # each opens with words of its own
+            assert held.needle.split("{")[0].strip() not in sample.context
+
+
+@pytest.mark.parametrize("name", ["heldout-archive", "heldout-harbour"])
+def test_a_held_out_wording_is_built_only_when_named(name: str) -> None:
+    from longread.data._niah import HELDOUT_WORDINGS
+
+    (sample,) = build("niah_single_1", 2000, RegexTokenizer(), n=1, wording=name)
+    held = HELDOUT_WORDINGS[name]
+    (key,), (value,) = sample.meta["keys"], sample.answers
+    needle = held.needle.format(noun="number", nouns="numbers", key=key, value=value)
+    assert needle in sample.context
+    assert sample.question == held.question.format(noun="number", key=key)
+    assert sample.meta["wording"] == name
+
+
 def test_noise_paragraphs_haystack_is_the_demo_documents_layout() -> None:
     tokenizer = RegexTokenizer()
     for sample in build("niah_single_1", 3000, tokenizer, n=2, haystack="noise-paragraphs"):

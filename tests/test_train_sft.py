@@ -235,3 +235,37 @@ def test_false_claims_show_a_made_up_answer_and_keep_the_ideal_reply(tiny_model:
         claim = shown if clean_notes == NO_MEMORY else shown.replace(clean_notes, "", 1).strip()
         assert re.fullmatch(r"The special magic number is \d+\.", claim)
         assert claim != NEEDLE
+
+
+def test_update_share_keeps_evidence_and_answers_and_a_share_of_the_rest(
+    tiny_model: Path,
+) -> None:
+    """State-reset rows: a long document's late memory states are trained on without one row
+    per section. The kept rows are exactly the full episode's rows at those places."""
+    policy = load_policy(ModelSection(path=str(tiny_model), lora=False), seed=0)
+    config = make_config("memagent", chunk_tokens=60, memory_tokens=64, prompt_set="notes")
+    agent = make_agent("memagent", PolicyBackend(policy), policy_tokenizer(policy), config)
+    samples = [filler_sample()] * 20
+    every = oracle_rows(agent, policy, samples, evidence_weight=3.0)
+    some = oracle_rows(agent, policy, samples, 3.0, rng=random.Random(1), update_share=0.25)
+    per_sample = len(every) // 20
+    assert per_sample >= 6  # several sections without the needle
+    finals = [r for r in some if r.is_final]
+    evidence = [r for r in some if r.weight == 3.0]
+    others = [r for r in some if not r.is_final and r.weight == 1.0]
+    assert len(finals) == 20 and len(evidence) == 20  # never dropped
+    plain_updates = 20 * (per_sample - 2)
+    assert 0.1 * plain_updates < len(others) < 0.4 * plain_updates
+    full = {(r.step, tuple(r.prompt_ids)): r.completion_ids for r in every}
+    for row in some:  # the memory a kept row shows is the one its place gives
+        assert full[(row.step, tuple(row.prompt_ids))] == row.completion_ids
+    whole = oracle_rows(agent, policy, samples[:2], 3.0, rng=random.Random(1), update_share=1.0)
+    assert len(whole) == 2 * per_sample
+
+
+def test_update_share_is_a_share() -> None:
+    raw = {"data": {"train": ["x.jsonl"]}, "run": {"objective": "sft", "update_share": 0}}
+    TrainConfig.from_dict(raw)  # 0: evidence updates and answers only
+    raw["run"]["update_share"] = 1.2
+    with pytest.raises(UsageError, match="update_share"):
+        TrainConfig.from_dict(raw)

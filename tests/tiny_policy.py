@@ -91,3 +91,10 @@ def two_chunk_samples(count: int) -> list[dict[str, object]]:
             }
         )
     return rows
+
+
+def flat_for_the_first_question(run, golds) -> float:  # type: ignore[no-untyped-def]
+    """``reply_length``, except that every rollout of the question about 4810 scores 1: its
+    group is degenerate (all rewards equal) and teaches nothing. Named in configs as
+    ``tests.tiny_policy:flat_for_the_first_question``."""
+    return 1.0 if "4810" in golds else reply_length(run, golds)

@@ -83,3 +83,33 @@ build "$OUT/train1f/niah_multikey_1" ruler --task niah_multikey_1 --lengths 5000
   --seed 1063
 build "$OUT/heldout32k" ruler --task niah_single_2 --lengths 32000 --n 10 --seed 1006
 
+
+# Issue 26, stage 2a (sft2a.toml): every training wording ("varied": RULER's, the demo's and
+# eight others, keyed and key-less; never the heldout-* ones), three generated haystacks and
+# real prose (Wikipedia paragraphs of the HotpotQA training half, a shuffle per set; lengths
+# differ by the shuffle so that sample ids stay unique), lengths
+# up to 16K so that late memory states are shown (the stage keeps a quarter of the updates
+# without evidence: run.update_share). UUID values stay out of training (niah_single_3 is the
+# unseen-value check), as do the held-out haystack (recipes/smollm2/heldout/) and wordings.
+build "$OUT/train2a/niah_single_2" ruler --task niah_single_2 --lengths 4000,8000,16000 --n 30 \
+  --seed 2001 --wording varied
+build "$OUT/train2a/niah_single_1" ruler --task niah_single_1 --lengths 3000,8000 --n 20 \
+  --seed 2002 --wording varied --haystack noise-paragraphs
+build "$OUT/train2a/niah_single_1-lines" ruler --task niah_single_1 --lengths 4000 --n 20 \
+  --seed 2003 --wording varied
+build "$OUT/train2a/niah_multikey_1" ruler --task niah_multikey_1 --lengths 6000 --n 30 \
+  --seed 2004 --wording varied
+for shuffle in 1 2 3 4; do
+  wiki="$OUT/haystacks/wiki-$shuffle.txt"
+  [ -f "$wiki" ] || .venv/bin/python recipes/smollm2/prose_haystacks.py wiki "$HOTPOTQA" \
+    recipes/smollm2/hotpotqa_eval_ids.txt "$wiki" --seed "$shuffle"
+  build "$OUT/train2a/wiki-$shuffle" ruler --task niah_single_2 \
+    --lengths "$((3000 + shuffle)),$((8000 + shuffle))" --n 8 \
+    --seed "$((2010 + shuffle))" --wording varied --haystack "$wiki"
+done
+# Held-out checks of the stage (seeds 1007-1009: not evaluation seeds, not trained): unseen
+# wordings in an unseen real-prose haystack, and long needles
+build "$OUT/heldout8k-unseen" ruler --task niah_single_2 --lengths 8192 --n 10 --seed 1007 \
+  --wording heldout-archive --haystack recipes/smollm2/heldout/pydoc-prose.txt
+build "$OUT/heldout8k-unseen-keyless" ruler --task niah_single_1 --lengths 8100 --n 5 \
+  --seed 1008 --wording heldout-harbour --haystack recipes/smollm2/heldout/pydoc-prose.txt

@@ -152,6 +152,9 @@ class MemAgent(MultiQuestionAgent[MemAgentConfig]):
     name = "memagent"
 
     config_class = MemAgentConfig
+    # The memory the first update reads. Training sets it per rollout to start from a memory
+    # state sampled along a long document (state-reset episodes, longread.train.rollouts).
+    start_memory: str = NO_MEMORY
 
     def plan(self, question: str) -> ChunkPlan:
         """The chunk size this agent will use for ``question`` on its backend's window."""
@@ -162,7 +165,9 @@ class MemAgent(MultiQuestionAgent[MemAgentConfig]):
     async def read(self, ctx: CallContext, question: str, document: Document) -> Reading:
         plan, chunks = await self.chunks(question, document)
         ctx.expected_calls = len(chunks) + 1
-        memory, steps = await read_with_memory(ctx, self.config, question, chunks)
+        memory, steps = await read_with_memory(
+            ctx, self.config, question, chunks, memory=self.start_memory
+        )
         steps.append(await final_step(ctx, self.config, question, memory, len(steps)))
         notes = run_notes(plan, steps, self.config.memory_tokens)
         evidence = answer_evidence(ctx, steps[-1], question, memory, chunks)
@@ -213,10 +218,10 @@ async def read_with_memory(
     first_step: int = 0,
     phase: str = "",
     reread: Reread | None = None,
+    memory: str = NO_MEMORY,
 ) -> tuple[str, list[Step]]:
-    """The MemAgent pass: fold every chunk into the memory, in order. Returns the memory and
-    the update steps."""
-    memory = NO_MEMORY
+    """The MemAgent pass: fold every chunk into ``memory`` (empty: ``NO_MEMORY``), in order.
+    Returns the memory and the update steps."""
     steps: list[Step] = []
     for offset, chunk in enumerate(chunks):
         record = await update_step(

@@ -141,7 +141,9 @@ def hotpotqa(input_path: str, docs: list[int] | None, lengths: list[int] | None,
     default="ruler",
     show_default=True,
     help="How the niah tasks word the needle and question: RULER's, another wording (for "
-    "training data that does not teach one sentence), or mixed (one drawn per sample).",
+    "training data that does not teach one sentence), mixed (one of ruler/plain/secret drawn "
+    "per sample), varied (one of every training wording) or a heldout-* wording (never "
+    "drawn by mixed or varied: the unseen-wording evaluation).",
 )
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @tokenizer_option

@@ -3,7 +3,10 @@ sentences hidden in noise, essay text or other needles (RULER's synthetic.yaml s
 
 Other wordings of the needle and its question exist for training data (a model taught only
 RULER's sentence learns that sentence, not the skill): ``wording="ruler"`` is RULER's and the
-default; the others are listed in :data:`WORDINGS`, and ``"mixed"`` draws one per sample."""
+default; the others are listed in :data:`WORDINGS`. ``"mixed"`` draws one per sample among the
+first three (the wordings of the first adapter stages, kept so their data rebuilds the same),
+``"varied"`` among all of :data:`WORDINGS`. :data:`HELDOUT_WORDINGS` are never drawn: they are
+the unseen-wording evaluation, and no training set may name them."""
 
 from __future__ import annotations
 
@@ -79,7 +82,67 @@ WORDINGS: dict[str, Wording] = {
         "What are all the secret {nouns} of {keys}?",
     ),
 }
-WORDING_CHOICES = (*WORDINGS, "mixed")
+# The wider pool "varied" draws from (issue 26): other nouns, orders and verbs, keyed and
+# key-less, so that notes hinge on what the question asks, not on one sentence's shape.
+WORDINGS.update(
+    {
+        "code": Wording(
+            "The access code for {key} is {value}.",
+            "What is the access code for {key}?",
+            "What are all the access codes for {keys}?",
+        ),
+        "given": Wording(
+            "{key} was given the {noun} {value} by the committee.",
+            "Which {noun} was {key} given by the committee?",
+            "Which {nouns} were {keys} given by the committee?",
+        ),
+        "reverse": Wording(
+            "{value} is the hidden {noun} that belongs to {key}.",
+            "What hidden {noun} belongs to {key}?",
+            "What hidden {nouns} belong to {keys}?",
+        ),
+        "label": Wording(
+            "Lucky {noun} of {key}: {value}.",
+            "What is the lucky {noun} of {key}?",
+            "What are the lucky {nouns} of {keys}?",
+        ),
+        "record": Wording(
+            "According to the records, {key} is registered under the {noun} {value}.",
+            "Under which {noun} is {key} registered?",
+            "Under which {nouns} are {keys} registered?",
+        ),
+        "password": Wording(
+            "Keep this in mind: the password for the old gate is {value}.",
+            "What is the password for the old gate?",
+            "What are all the passwords for the old gate?",
+            keyed=False,
+        ),
+        "winning": Wording(
+            "The winning {noun} in this year's lottery was {value}.",
+            "What was the winning {noun} in this year's lottery?",
+            "What were the winning {nouns} in this year's lottery?",
+            keyed=False,
+        ),
+    }
+)
+_FIRST_WORDINGS = ("ruler", "plain", "secret")  # what "mixed" draws from
+
+# Held out of every training set (issue 26): the unseen-wording evaluation. A verb, a noun
+# and an order no training wording uses; one keyed, one key-less.
+HELDOUT_WORDINGS: dict[str, Wording] = {
+    "heldout-archive": Wording(
+        "In the archive, {key} is catalogued under shelf {noun} {value}.",
+        "Under which shelf {noun} is {key} catalogued in the archive?",
+        "Under which shelf {nouns} are {keys} catalogued in the archive?",
+    ),
+    "heldout-harbour": Wording(
+        "Whoever reads this should know that the harbour master's radio {noun} is {value}.",
+        "What is the harbour master's radio {noun}?",
+        "What are the harbour master's radio {nouns}?",
+        keyed=False,
+    ),
+}
+WORDING_CHOICES = (*WORDINGS, *HELDOUT_WORDINGS, "mixed", "varied")
 
 # RULER's 40 needle depths: whole percentages evenly spread over 0..100.
 DEPTHS = tuple(round(i * 100 / 39) / 100 for i in range(40))
@@ -126,14 +189,16 @@ def _wording(choice: str, spec: NiahSpec, haystack: str, rng: random.Random) -> 
     state this task unambiguously (a key-less needle only where there is one needle)."""
     if choice == "ruler":
         return WORDINGS["ruler"]
-    usable = [w for w in WORDINGS.values() if w.keyed or _one_needle(spec, haystack)]
-    if choice == "mixed":
+    if choice in ("mixed", "varied"):
+        pool = _FIRST_WORDINGS if choice == "mixed" else tuple(WORDINGS)
+        usable = [WORDINGS[n] for n in pool if WORDINGS[n].keyed or _one_needle(spec, haystack)]
         return rng.choice(usable)
-    if choice not in WORDINGS:
+    every = {**WORDINGS, **HELDOUT_WORDINGS}
+    if choice not in every:
         raise UsageError(f"unknown needle wording {choice!r}; expected one of {WORDING_CHOICES}")
-    if WORDINGS[choice] not in usable:
+    if not (every[choice].keyed or _one_needle(spec, haystack)):
         raise UsageError(f"wording {choice!r} names no key, so it needs a task with one needle")
-    return WORDINGS[choice]
+    return every[choice]
 
 
 def _one_needle(spec: NiahSpec, haystack: str) -> bool:
@@ -141,7 +206,7 @@ def _one_needle(spec: NiahSpec, haystack: str) -> bool:
 
 
 def _name(wording: Wording) -> str:
-    return next(name for name, w in WORDINGS.items() if w == wording)
+    return next(name for name, w in {**WORDINGS, **HELDOUT_WORDINGS}.items() if w == wording)
 
 
 def _needle(wording: Wording, noun: str, key: str, value: str) -> str:

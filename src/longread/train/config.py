@@ -104,6 +104,12 @@ class RolloutSection:
     base_gguf: str = option(
         "", "llamacpp engine: GGUF of the base weights ('' = the bundled SmolLM2 in F16)"
     )
+    refill: int = option(
+        0,
+        "dynamic sampling (DAPO): up to this many more rounds per step, each rolling out new "
+        "questions in place of the groups whose rollouts all scored the same (which teach "
+        "nothing); 0 = drop them, as GRPO does",
+    )
 
 
 @dataclass
@@ -181,6 +187,13 @@ class RunSection:
         "(the question's words with a wrong value), the ideal reply still the clean notes "
         "(teaches dropping answers the document has not given); 0 = never",
     )
+    update_share: float = option(
+        1.0,
+        "sft: share of the updates that take in no evidence kept as training rows (drawn at "
+        "random; evidence updates and final answers are always kept). Long documents then "
+        "cost a few rows each while their late memory states (many sections read) are still "
+        "shown: state-reset rows; 1 = every update",
+    )
     keep_checkpoints: int = option(2, "checkpoints kept (the newest ones)")
     threads: int = option(0, "torch CPU threads; 0 = torch's default")
 
@@ -255,9 +268,12 @@ class TrainConfig:
                 raise UsageError(f"{name} must be at least 1")
         if self.run.steps < 0:
             raise UsageError("run.steps must be 0 or more")
+        if self.rollout.refill < 0:
+            raise UsageError("rollout.refill must be 0 or more")
         for name, chance in (
             ("run.noisy_notes", self.run.noisy_notes),
             ("run.false_claims", self.run.false_claims),
+            ("run.update_share", self.run.update_share),
         ):
             if not 0.0 <= chance <= 1.0:
                 raise UsageError(f"{name} is a chance: between 0 and 1")

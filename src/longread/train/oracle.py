@@ -179,19 +179,25 @@ def oracle_rows(
     noise_rate: float = 0.0,
     rng: random.Random | None = None,
     claim_rate: float = 0.0,
+    update_share: float = 1.0,
 ) -> list[TrainingRow]:
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
     agent's token cap (a reply the cap would cut is learnt cut, without end-of-turn). A row's
     ``weight`` is its weight in the loss (it has no advantage): ``evidence_weight`` for the
     updates that take in evidence, 1 for the rest. ``noise_rate``, ``claim_rate`` and ``rng``:
-    noisy notes and false claims (``oracle_episode``)."""
+    noisy notes and false claims (``oracle_episode``). ``update_share`` < 1 keeps only that
+    share of the updates that take in no evidence (``rng`` draws which; the rest of the
+    episode is still run, so a kept row shows the memory state its place in the document
+    gives): a long document then costs a few rows, not one per section."""
     eos = policy.tokenizer.eos_token_id
     rng = rng or random.Random(0)
     rows = []
     for sample in samples:
         turns = asyncio.run(oracle_episode(agent, sample, noise_rate, rng, claim_rate))
         for index, turn in enumerate(turns):
+            if _dropped(turn, update_share, rng):
+                continue
             cap = agent.config.final_tokens if turn.kind == "final" else agent.config.memory_tokens
             ids = [*policy.tokenizer.encode(turn.reply, add_special_tokens=False), eos]
             rows.append(
@@ -208,6 +214,14 @@ def oracle_rows(
                 )
             )
     return rows
+
+
+def _dropped(turn: OracleTurn, update_share: float, rng: random.Random) -> bool:
+    """Whether an update without evidence is left out (``update_share`` < 1); the draw is
+    made only then, so a share of 1 draws nothing and keeps earlier runs' noise draws."""
+    if update_share >= 1.0 or turn.kind == "final" or turn.takes_evidence:
+        return False
+    return rng.random() >= update_share
 
 
 def _shortest(answers: Sequence[str]) -> str:

@@ -4,6 +4,11 @@ rows (one per conversation) that the update trains on.
 
 Every rollout's sampling seed is a function of the run seed, the step, the group and the
 rollout's index, so a resumed run samples exactly what an uninterrupted one would have.
+
+State-reset episodes: a sample whose ``meta["memory"]`` holds notes starts its memagent
+rollouts from them instead of from empty notes (a memory state sampled along a long
+document, with the next one to three sections as its document), so a group of 8-16 rollouts
+costs a few calls each and still trains the moment long documents go wrong at.
 """
 
 from __future__ import annotations
@@ -95,15 +100,20 @@ def collect_rollouts(
     number: int,
     *,
     progress: bool = True,
+    first_group: int = 0,
 ) -> Rollouts:
-    """Every rollout of step ``number`` through the agent itself, scored per group."""
+    """Every rollout of step ``number`` through the agent itself, scored per group;
+    ``first_group`` numbers the groups after those already rolled out this step (refills),
+    so every group of a step has its own seeds."""
     n = config.rollout.rollouts
     bar = tqdm(
         total=len(samples) * n, desc=f"step {number} rollouts", unit="run", leave=False,
         disable=not progress, dynamic_ncols=True,
     )  # fmt: skip
     try:
-        flat = asyncio.run(_run_all(config, engine.open(), tokenizer, samples, number, bar))
+        flat = asyncio.run(
+            _run_all(config, engine.open(), tokenizer, samples, number, bar, first_group)
+        )
     finally:
         bar.close()
     runs = [flat[g * n : (g + 1) * n] for g in range(len(samples))]
@@ -118,6 +128,7 @@ async def _run_all(
     samples: list[Sample],
     number: int,
     bar: Any,
+    first_group: int,
 ) -> list[Run]:
     """The step's rollouts, concurrently, group by group then rollout by rollout; the backend
     is closed afterwards (an engine opens a fresh one per step; closing the policy's own
@@ -129,15 +140,29 @@ async def _run_all(
             config.agent.name, backend, tokenizer, agent_config(config, seed=seed),
             record_tokens=True,
         )  # fmt: skip
+        start = sample.meta.get("memory")
+        if start:  # a state-reset episode (module docstring)
+            agent.start_memory = str(start)
         run = await agent.run(sample.question, sample.context, sample_id=sample.id)
         bar.update(1)
         return run
 
-    jobs = [one(s, g, k) for g, s in enumerate(samples) for k in range(config.rollout.rollouts)]
+    jobs = [
+        one(s, first_group + g, k)
+        for g, s in enumerate(samples)
+        for k in range(config.rollout.rollouts)
+    ]
     try:
         return list(await asyncio.gather(*jobs))
     finally:
         await backend.aclose()
+
+
+def merge(first: Rollouts, more: Rollouts) -> Rollouts:
+    """One step's rollouts and a refill's, in the order they ran."""
+    return Rollouts(
+        first.samples + more.samples, first.runs + more.runs, first.credit + more.credit
+    )
 
 
 def credit_of(config: TrainConfig, sample: Sample, runs: list[Run]) -> GroupCredit:

@@ -35,8 +35,10 @@ from .oracle import oracle_rows
 from .policy import Policy, PolicyBackend
 from .rollouts import (
     DataOrder,
+    Rollouts,
     agent_config,
     collect_rollouts,
+    merge,
     rollout_record,
     rollout_rows,
 )
@@ -149,10 +151,7 @@ class Trainer:
 
     def _grpo_step(self, position: Position, number: int) -> dict[str, Any]:
         started = time.perf_counter()
-        samples = self.data.take(position, self.config.rollout.questions)
-        rollouts = collect_rollouts(
-            self.config, self.engine, self.tokenizer, samples, number, progress=self.progress
-        )
+        rollouts, refilled = self._rollouts(position, number)
         rollout_seconds = time.perf_counter() - started
         rows, dropped = rollout_rows(self.config, rollouts)
         clock = time.perf_counter()
@@ -172,6 +171,7 @@ class Trainer:
             "step": number,
             **rollout_record(rollouts),
             "dropped_groups": dropped,
+            "refilled_groups": refilled,
             "rows": len(rows),
             "tokens": stats.tokens,
             "loss": stats.loss,
@@ -187,6 +187,27 @@ class Trainer:
             "seconds_update": update_seconds,
         }
 
+    def _rollouts(self, position: Position, number: int) -> tuple[Rollouts, int]:
+        """The step's rollouts, and how many groups were added by dynamic sampling: with
+        ``rollout.refill``, each degenerate group is replaced by a new question's, for up to
+        that many rounds (DAPO); the degenerate ones stay in the record and are dropped."""
+        config = self.config
+        samples = self.data.take(position, config.rollout.questions)
+        rollouts = collect_rollouts(
+            config, self.engine, self.tokenizer, samples, number, progress=self.progress
+        )
+        refilled = 0
+        for _ in range(config.rollout.refill):
+            wanted = config.rollout.questions - sum(not c.degenerate for c in rollouts.credit)
+            if wanted <= 0:
+                break
+            more = collect_rollouts(
+                config, self.engine, self.tokenizer, self.data.take(position, wanted), number,
+                progress=self.progress, first_group=len(rollouts.samples),
+            )  # fmt: skip
+            rollouts, refilled = merge(rollouts, more), refilled + wanted
+        return rollouts, refilled
+
     def _sft_step(self, position: Position, number: int) -> dict[str, Any]:
         """A supervised step on oracle episodes (``run.objective = "sft"``): the warm start."""
         clock = time.perf_counter()
@@ -200,6 +221,7 @@ class Trainer:
             noise_rate=run.noisy_notes,
             rng=random.Random(f"noisy-notes:{run.seed}:{number}"),  # the same on a resume
             claim_rate=run.false_claims,
+            update_share=run.update_share,
         )
         prepare_seconds = time.perf_counter() - clock
         clock = time.perf_counter()

@@ -1,0 +1,96 @@
+"""State-reset samples for GRPO (issue 26): memory states the adapter itself reached along
+long documents, each with the next few sections as its document.
+
+    .venv/bin/python recipes/smollm2/state_reset.py RUN_FOLDER [RUN_FOLDER ...] --out OUT.jsonl
+
+Each RUN_FOLDER is an `eval run` folder of memagent with the adapter being trained on
+*training* documents (never an evaluation seed). From every trace it takes:
+
+- **arrival**: the notes the policy held when the section with the gold answer came (empty,
+  filler, a made-up answer: whatever it had written), that section and the next;
+- **carry**: the notes at a later section once they held the answer, and the next two
+  sections (the long stretch where notes must survive unchanged).
+
+A sample's ``meta["memory"]`` holds the notes; `longread train` starts every rollout of it
+from them (train/rollouts.py), so a group of 8 rollouts costs 3 calls each instead of a
+32-section document. Sections are cut out of the traced prompts (the paper prompt set), so
+the new document is exactly the text the policy read there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sqlite3
+import sys
+from pathlib import Path
+
+from longread.data.loaders import data_files, load_files
+
+SECTION, INSTRUCTION = "Section:\n", "\n\nUpdate the memory:"
+
+
+def section_of(prompt: str) -> str:
+    """The section an update prompt shows (paper prompt set)."""
+    return prompt.split(SECTION, 1)[1].rsplit(INSTRUCTION, 1)[0].strip()
+
+
+def notes_of(prompt: str) -> str:
+    return prompt.split("Memory:", 1)[1].split(SECTION, 1)[0].strip()
+
+
+def states(trace: dict, sample, rng: random.Random) -> list[dict]:
+    """The arrival and carry samples of one trace (see the module docstring)."""
+    gold = sample.answers[0]
+    updates = [s for s in trace["steps"] if s["kind"] == "update"]
+    prompts = [s["messages"][0]["content"] for s in updates]
+    sections = [section_of(p) for p in prompts]
+    arrival = next((i for i, text in enumerate(sections) if gold in text), None)
+    if arrival is None:
+        return []
+    out = [_state(sample, "arrival", notes_of(prompts[arrival]), sections[arrival : arrival + 2])]
+    kept = [i for i in range(arrival + 1, len(prompts) - 1) if gold in notes_of(prompts[i])]
+    if kept:
+        at = rng.choice(kept)
+        out.append(_state(sample, "carry", notes_of(prompts[at]), sections[at : at + 2]))
+    return out
+
+
+def _state(sample, kind: str, notes: str, sections: list[str]) -> dict:
+    return {
+        "id": f"{sample.id}-{kind}",
+        "question": sample.question,
+        "context": "\n\n".join(sections),
+        "answers": sample.answers,
+        "meta": {**sample.meta, "memory": notes, "state": kind},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="eval run folders")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    rows = []
+    for run in args.runs:
+        if not (run / "results.sqlite").is_file():
+            sys.exit(f"state_reset.py: {run} is not an eval run folder (no results.sqlite)")
+        data = str(run / json.loads((run / "config.json").read_text())["data"])
+        files = data_files(data) if Path(data).is_dir() else [Path(data)]
+        samples = {sample.id: sample for sample in load_files(files)}
+        with sqlite3.connect(run / "results.sqlite") as db:
+            done = db.execute("select sample_id from results where status = 'done'").fetchall()
+        for (sample_id,) in done:
+            trace = json.loads((run / "traces" / f"{sample_id}.json").read_text())
+            rows += states(trace, samples[sample_id], rng)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    kinds = [r["meta"]["state"] for r in rows]
+    print(f"{args.out}: {kinds.count('arrival')} arrival, {kinds.count('carry')} carry states")
+
+
+if __name__ == "__main__":
+    main()
