@@ -269,3 +269,27 @@ def test_update_share_is_a_share() -> None:
     raw["run"]["update_share"] = 1.2
     with pytest.raises(UsageError, match="update_share"):
         TrainConfig.from_dict(raw)
+
+
+def test_section_first_share_writes_that_share_of_episodes_in_the_other_order(
+    tiny_model: Path,
+) -> None:
+    """One adapter for both reading orders: the section-first episodes put the section before
+    the problem, as MemAgent(section_first=True) asks, with the same ideal replies."""
+    policy = load_policy(ModelSection(path=str(tiny_model), lora=False), seed=0)
+    config = make_config("memagent", chunk_tokens=250, memory_tokens=32, prompt_set="paper")
+    agent = make_agent("memagent", PolicyBackend(policy), policy_tokenizer(policy), config)
+    first = make_config("memagent", chunk_tokens=250, memory_tokens=32, section_first=True)
+    reader = make_agent("memagent", PolicyBackend(policy), policy_tokenizer(policy), first)
+    paper = asyncio.run(oracle_episode(agent, sample()))
+    flipped = asyncio.run(oracle_episode(reader, sample()))
+    assert [t.reply for t in paper] == [t.reply for t in flipped]
+    assert paper[0].messages != flipped[0].messages
+    rows = oracle_rows(agent, policy, [sample()] * 40, rng=random.Random(2),
+                       section_first_share=0.5)  # fmt: skip
+    first_prompts = {tuple(policy.prompt_ids(t.messages)) for t in flipped if t.kind == "update"}
+    paper_prompts = {tuple(policy.prompt_ids(t.messages)) for t in paper if t.kind == "update"}
+    updates = [tuple(r.prompt_ids) for r in rows if not r.is_final]
+    in_first = sum(ids in first_prompts for ids in updates)
+    assert in_first + sum(ids in paper_prompts for ids in updates) == len(updates)
+    assert 0.3 * len(updates) < in_first < 0.7 * len(updates)

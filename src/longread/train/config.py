@@ -194,6 +194,12 @@ class RunSection:
         "cost a few rows each while their late memory states (many sections read) are still "
         "shown: state-reset rows; 1 = every update",
     )
+    section_first_share: float = option(
+        0.0,
+        "sft: share of the oracle episodes written in the section-first order (the section "
+        "before the problem and the memory, as --section-first reads), drawn per sample, so "
+        "one adapter serves both orders; 0 = the agent's own order only",
+    )
     keep_checkpoints: int = option(2, "checkpoints kept (the newest ones)")
     threads: int = option(0, "torch CPU threads; 0 = torch's default")
 
@@ -274,6 +280,7 @@ class TrainConfig:
             ("run.noisy_notes", self.run.noisy_notes),
             ("run.false_claims", self.run.false_claims),
             ("run.update_share", self.run.update_share),
+            ("run.section_first_share", self.run.section_first_share),
         ):
             if not 0.0 <= chance <= 1.0:
                 raise UsageError(f"{name} is a chance: between 0 and 1")

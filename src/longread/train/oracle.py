@@ -76,13 +76,17 @@ async def oracle_episode(
     noise_rate: float = 0.0,
     rng: random.Random | None = None,
     claim_rate: float = 0.0,
+    section_first: bool | None = None,
 ) -> list[OracleTurn]:
     """The ideal memagent run over ``sample`` with ``agent``'s chunking and prompts.
 
     With ``noise_rate`` > 0, each update after the first shows, with that chance, notes with
     filler added; with ``claim_rate`` > 0, likewise notes with a false claim added (see the
     module docstring); ``rng`` draws both (seeded by the caller, so a resumed run draws the
-    same)."""
+    same). ``section_first`` puts the section first in the update prompts (None: as the
+    agent's config says)."""
+    if section_first is None:
+        section_first = agent.config.section_first
     prompts = agent.config.prompts
     evidence = evidence_sentences(sample)
     _, chunks = await agent.chunks(sample.question, sample.context)
@@ -97,7 +101,7 @@ async def oracle_episode(
         if read and claim_rate > 0 and rng.random() < claim_rate:
             shown = _with_claim(shown, false_claim(sample.question, sample.answers, rng), rng)
         messages = update_messages(
-            sample.question, shown, chunk.text, prompts, section_first=agent.config.section_first
+            sample.question, shown, chunk.text, prompts, section_first=section_first
         )
         read += _filler(chunk.text, evidence, sample.answers)
         found = [s for s in evidence if s in chunk.text and s not in memory]
@@ -180,6 +184,7 @@ def oracle_rows(
     rng: random.Random | None = None,
     claim_rate: float = 0.0,
     update_share: float = 1.0,
+    section_first_share: float = 0.0,
 ) -> list[TrainingRow]:
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
@@ -189,12 +194,20 @@ def oracle_rows(
     noisy notes and false claims (``oracle_episode``). ``update_share`` < 1 keeps only that
     share of the updates that take in no evidence (``rng`` draws which; the rest of the
     episode is still run, so a kept row shows the memory state its place in the document
-    gives): a long document then costs a few rows, not one per section."""
+    gives): a long document then costs a few rows, not one per section.
+    ``section_first_share`` > 0 builds that share of the episodes (drawn per sample) in the
+    section-first order (``MemAgentConfig.section_first``), so one adapter learns both orders;
+    0 keeps the agent's own order and draws nothing."""
     eos = policy.tokenizer.eos_token_id
     rng = rng or random.Random(0)
     rows = []
     for sample in samples:
-        turns = asyncio.run(oracle_episode(agent, sample, noise_rate, rng, claim_rate))
+        order = None  # the agent's own
+        if section_first_share > 0:
+            order = rng.random() < section_first_share
+        turns = asyncio.run(
+            oracle_episode(agent, sample, noise_rate, rng, claim_rate, section_first=order)
+        )
         for index, turn in enumerate(turns):
             if _dropped(turn, update_share, rng):
                 continue

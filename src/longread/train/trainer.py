@@ -222,6 +222,7 @@ class Trainer:
             rng=random.Random(f"noisy-notes:{run.seed}:{number}"),  # the same on a resume
             claim_rate=run.false_claims,
             update_share=run.update_share,
+            section_first_share=run.section_first_share,
         )
         prepare_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
