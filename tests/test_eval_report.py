@@ -91,19 +91,24 @@ async def test_markdown_numbers_match_a_hand_count(run_dirs):
     rows = load_runs(run_dirs)
     tables = table_rows(markdown_report(rows))
     s = lambda agent, length: mean_seconds(rows, agent, length)  # noqa: E731
-    # n, sub-EM, EM, F1, strict, [match_all], nulls, failed, unboxed, calls, prompt tokens,
-    # memory tokens per update and capped updates (none: these agents keep no memory), s
-    toy_full = ["4", "50.0", "50.0", "50.0", "25.0", "1", "1", "1", "1.0", "3000", "-", "-"]
-    toy_full_8k = ["2", "50.0", "50.0", "50.0", "0.0", "1", "0", "0", "1.0", "1500", "-", "-"]
-    rag_all_right = ["100.0", "100.0", "100.0", "100.0", "0", "0", "0", "1.0", "500", "-", "-"]
+    # n, sub-EM, its 95% Wilson interval, EM, F1, strict, [match_all], nulls, failed, unboxed,
+    # calls, prompt tokens, memory tokens per update and capped updates (none: these agents
+    # keep no memory), s. Wilson at 95%: 2 of 4 is 15-85%, 1 of 2 9-91%, 4 of 4 51-100%, 2 of
+    # 2 34-100% (z = 1.96; textbook values).
+    toy_full = ["4", "50.0", "15-85", "50.0", "50.0", "25.0", "1", "1", "1", "1.0", "3000"]
+    toy_full += ["-", "-"]
+    toy_full_8k = ["2", "50.0", "9-91", "50.0", "50.0", "0.0", "1", "0", "0", "1.0", "1500"]
+    toy_full_8k += ["-", "-"]
+    rag_all_right = ["100.0", "100.0", "100.0", "0", "0", "0", "1.0", "500", "-", "-"]
     # Both needles are required: r1 "11" finds one of two (sub-EM, EM, strict 0; F1 2/3 against
     # "11 22"; match_all 50), r2 "11, 22" finds both (1 everywhere; match_all 100).
-    niah = ["2", "50.0", "50.0", "83.3", "50.0", "75.0", "0", "0", "0", "1.0", "100", "-", "-"]
+    niah = ["2", "50.0", "9-91", "50.0", "83.3", "50.0", "75.0", "0", "0", "0", "1.0", "100"]
+    niah += ["-", "-"]
     assert tables == {
         ("toy", "1000", "full"): [*toy_full, s("full", 1000)],
-        ("toy", "1000", "rag"): ["4", *rag_all_right, s("rag", 1000)],
+        ("toy", "1000", "rag"): ["4", "100.0", "51-100", *rag_all_right, s("rag", 1000)],
         ("toy", "8000", "full"): [*toy_full_8k, s("full", 8000)],
-        ("toy", "8000", "rag"): ["2", *rag_all_right, s("rag", 8000)],
+        ("toy", "8000", "rag"): ["2", "100.0", "34-100", *rag_all_right, s("rag", 8000)],
         ("niah", "4096", "full"): [*niah, s("full", 4096)],
     }
 

@@ -113,3 +113,11 @@ build "$OUT/heldout8k-unseen" ruler --task niah_single_2 --lengths 8192 --n 10 -
   --wording heldout-archive --haystack recipes/smollm2/heldout/pydoc-prose.txt
 build "$OUT/heldout8k-unseen-keyless" ruler --task niah_single_1 --lengths 8100 --n 5 \
   --seed 1008 --wording heldout-harbour --haystack recipes/smollm2/heldout/pydoc-prose.txt
+# Stage 2b (grpo2b.toml): long training documents the stage 2a adapter reads with `eval run`
+# (recipes/smollm2/states.sh); the memory states its traces show become state-reset samples
+build "$OUT/states2b/niah_single_2" ruler --task niah_single_2 --lengths 32000 --n 6 \
+  --seed 2101 --wording varied
+build "$OUT/states2b/niah_single_1" ruler --task niah_single_1 --lengths 16000 --n 6 \
+  --seed 2102 --wording varied --haystack noise-paragraphs
+build "$OUT/states2b/wiki" ruler --task niah_single_2 --lengths 16001 --n 6 --seed 2103 \
+  --wording varied --haystack "$OUT/haystacks/wiki-1.txt"

@@ -7,14 +7,15 @@ Each RUN_FOLDER is an `eval run` folder of memagent with the adapter being train
 *training* documents (never an evaluation seed). From every trace it takes:
 
 - **arrival**: the notes the policy held when the section with the gold answer came (empty,
-  filler, a made-up answer: whatever it had written), that section and the next;
+  filler, a made-up answer: whatever it had written), and that section;
 - **carry**: the notes at a later section once they held the answer, and the next two
   sections (the long stretch where notes must survive unchanged).
 
 A sample's ``meta["memory"]`` holds the notes; `longread train` starts every rollout of it
-from them (train/rollouts.py), so a group of 8 rollouts costs 3 calls each instead of a
-32-section document. Sections are cut out of the traced prompts (the paper prompt set), so
-the new document is exactly the text the policy read there.
+from them (train/rollouts.py), so a group of 8 rollouts costs 2-3 calls each instead of a
+32-section document. Every sample keeps the gold in its document or its notes, so a rollout
+can always earn the reward. Sections are cut out of the traced prompts (the paper prompt
+set), so the new document is exactly the text the policy read there.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def states(trace: dict, sample, rng: random.Random) -> list[dict]:
     arrival = next((i for i, text in enumerate(sections) if gold in text), None)
     if arrival is None:
         return []
-    out = [_state(sample, "arrival", notes_of(prompts[arrival]), sections[arrival : arrival + 2])]
+    out = [_state(sample, "arrival", notes_of(prompts[arrival]), sections[arrival : arrival + 1])]
     kept = [i for i in range(arrival + 1, len(prompts) - 1) if gold in notes_of(prompts[i])]
     if kept:
         at = rng.choice(kept)

@@ -7,6 +7,7 @@ Every row the store holds carries what it is grouped by (dataset, kind, context 
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -23,6 +24,8 @@ _LEGEND = (
     "Accuracy columns are percentages over all n samples: sub-EM, EM and F1 are lenient "
     "(SQuAD-normalised; an unboxed answer is judged on its whole final text), strict needs a "
     "\\boxed{} answer, match_all is RULER's string_match_all. "
+    "sub-EM 95%: the Wilson score interval of sub-EM over the n samples (20 samples cannot "
+    "tell 5% from 10%: compare intervals, not points). "
     "nulls: samples with no prediction (an empty reply or a failed run), scored 0; "
     "failed: runs that raised (backend or budget error), also among the nulls; "
     "unboxed: answers given without \\boxed{}. "
@@ -278,7 +281,7 @@ def _model_agent(config: dict[str, Any]) -> str:
 
 def _table(rows: list[Row]) -> list[str]:
     ruler = any(r["kind"] == "ruler" for r in rows)
-    columns = ["length", "agent", "n", "sub-EM", "EM", "F1", "strict"]
+    columns = ["length", "agent", "n", "sub-EM", "sub-EM 95%", "EM", "F1", "strict"]
     columns += ["match_all"] if ruler else []
     columns += ["nulls", "failed", "unboxed", "calls", "prompt tokens", "mem tok/update"]
     columns += ["capped updates", "s/sample"]
@@ -296,7 +299,8 @@ def _table(rows: list[Row]) -> list[str]:
 def _cells(rows: list[Row], ruler: bool) -> list[str]:
     done = [r for r in rows if r["status"] == DONE]
     cells = [str(len(rows))]
-    cells += [_percent(rows, metric) for metric in ("sub_em", "em", "f1", "strict")]
+    cells += [_percent(rows, "sub_em"), _interval(rows, "sub_em")]
+    cells += [_percent(rows, metric) for metric in ("em", "f1", "strict")]
     if ruler:
         cells.append(f"{mean(r.get('match_all') or 0.0 for r in rows):.1f}")
     cells += [
@@ -325,6 +329,23 @@ def _update_cells(done: list[Row]) -> list[str]:
 
 def _percent(rows: list[Row], metric: str) -> str:
     return f"{100 * mean(r.get(metric) or 0.0 for r in rows):.1f}"
+
+
+def _interval(rows: list[Row], metric: str) -> str:
+    """The 95% Wilson score interval of ``metric``'s mean over ``rows``, in percent."""
+    low, high = wilson_interval(sum(r.get(metric) or 0.0 for r in rows), len(rows))
+    return f"{100 * low:.0f}-{100 * high:.0f}"
+
+
+def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a binomial share (95% with the default ``z``): unlike
+    p +- z*se it stays inside 0..1 and is not zero-width at 0 or n successes."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _mean(rows: list[Row], key: str, fmt: str) -> str:

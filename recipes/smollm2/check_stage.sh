@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Held-out checks of a stage's adapter (issue 26): memagent through `longread eval run` (the
+# package's Q8_0 model, greedy, the adapter's own trained settings from its adapter.json) on
+# held-out sets of recipes/smollm2/data (seeds no training set and no evaluation set uses).
+# Resumable: rerun after an interruption. Each check's summary is copied to
+# recipes/smollm2/curves/STAGE/SET-summary.json (committed; the runs are not).
+#
+#   recipes/smollm2/check_stage.sh STAGE ADAPTER.gguf [SET ...]
+#   recipes/smollm2/check_stage.sh sft2a recipes/smollm2/runs/sft2a/adapter.gguf heldout8k-unseen
+#   recipes/smollm2/check_stage.sh sft1e memory heldout8k-unseen   # the shipped adapter
+#
+# Default sets: heldout8k-unseen heldout8k-unseen-keyless heldout8k heldout8k-plain.
+# SECTION_FIRST=1 reads with --section-first (checks named SET-section-first).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ $# -ge 2 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
+stage=$1 adapter=$2
+shift 2
+sets=("$@")
+[ ${#sets[@]} -gt 0 ] || sets=(heldout8k-unseen heldout8k-unseen-keyless heldout8k heldout8k-plain)
+flags=()
+suffix=""
+if [ "${SECTION_FIRST:-0}" = 1 ]; then flags+=(--section-first); suffix=-section-first; fi
+mkdir -p "recipes/smollm2/curves/$stage"
+for set in "${sets[@]}"; do
+  out="recipes/smollm2/runs/checks/$stage-$set$suffix"
+  .venv/bin/longread eval run --data "recipes/smollm2/data/$set" --agent memagent \
+    --adapter "$adapter" "${flags[@]}" --out "$out" --concurrency 1 --no-progress
+  cp "$out/summary.json" "recipes/smollm2/curves/$stage/$set$suffix-summary.json"
+  .venv/bin/python -c 'import json,sys; s=json.load(open(sys.argv[1])); print(sys.argv[2], {k: s[k] for k in s if k in ("n", "accuracy", "sub_em", "mean_seconds")})' \
+    "$out/summary.json" "$stage $set$suffix"
+done
