@@ -167,6 +167,24 @@ def test_each_ruler_task_is_its_own_dataset_in_reports():
     assert dataset_label({"dataset": "hotpotqa", "docs": 61, "length": 8192}) == "hotpotqa"
 
 
+def test_a_needle_worded_otherwise_or_in_another_text_is_its_own_dataset(tmp_path):
+    """Held-out wordings and haystacks must not share RULER's table (or its plot line)."""
+    from longread.data.builders import build_ruler
+    from longread.text import ApproxTokenizer
+
+    prose = tmp_path / "prose.txt"
+    prose.write_text("A plain sentence of prose about rivers and their banks. " * 400)
+    tokenizer = ApproxTokenizer()
+    (ruler,) = build_ruler("niah_single_2", 1500, 1, 0, tokenizer)
+    (held,) = build_ruler(
+        "niah_single_2", 1500, 1, 0, tokenizer, str(prose), wording="heldout-archive"
+    )
+    assert dataset_label(ruler.meta) == "ruler/niah_single_2"
+    assert dataset_label(held.meta) == (
+        "ruler/niah_single_2 (wording heldout-archive, haystack_file prose.txt)"
+    )
+
+
 async def test_the_bar_moves_with_every_call_not_only_every_sample(tmp_path, monkeypatch):
     err = io.StringIO()
     monkeypatch.setattr("sys.stderr", err)

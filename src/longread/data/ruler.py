@@ -126,6 +126,8 @@ def _fit(
         **draft.meta,
         **(draft.size_meta(size) if draft.size_meta else {}),
     }
+    if shared.essay_file is not None:  # a haystack of the user's: reports name it
+        meta["haystack_file"] = shared.essay_file.name
     sample_id = f"{task}-{shared.target}-{index}"
     return Sample(sample_id, draft.question, context, list(draft.answers), meta), size
 

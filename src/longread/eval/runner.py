@@ -357,6 +357,10 @@ def dataset_label(meta: dict[str, Any]) -> str | None:
     if dataset is None:
         return None
     label = f"{dataset}/{task}" if task and task != dataset else str(dataset)
+    # A needle worded otherwise, or hidden in another text, is another test of the same task.
+    variant = [f"{k} {meta[k]}" for k in ("wording", "haystack_file") if meta.get(k)]
+    if variant:
+        label += f" ({', '.join(variant)})"
     # Sets sized by document count (RULER-HQA's own axis) must not share a table or a plot
     # line with sets sized in tokens.
     return f"{label} (by documents)" if "docs" in meta and "length" not in meta else label
