@@ -35,6 +35,13 @@ CELLS=${CELLS:-all}
 # The committed cells ran with the papers' 1,024-token final answers; given explicitly, so that
 # they resume now that the adapter's own 32 (what it trained with) is the bundled model's default.
 MEMAGENT_FLAGS=(--chunk-tokens 1000 --memory-tokens 256 --final-tokens 1024)
+# Since issue 26, adapter cells run with plain flags (no settings given: the adapter's own,
+# from its adapter.json: 1000/256/32 for the stages so far), as a user's plain `ask` does;
+# base cells keep MEMAGENT_FLAGS. Issue 26 adds niah_single_2 at 64K (N64 samples, default
+# 10), the held-out wordings in the held-out prose (recipes/smollm2/heldout/) at 8K, and
+# --section-first at 8K.
+N64=${N64:-10}
+HELD_OUT_CELLS=(unseen-archive unseen-harbour)
 # HotpotQA questions come from the evaluation half of the dev sample only: the first 50 records
 # (recipes/smollm2/hotpotqa_eval_ids.txt); the adapter trained on the other 50.
 if [ "$N" -gt 50 ]; then
@@ -53,6 +60,20 @@ sets() {  # build every set once, seed 0 (training sets use seeds from 1001)
     $LONGREAD data ruler --task niah_single_2 --lengths 32768 --n "$N" --seed 0 --out "$DATA"
   [ -f "$DATA/hotpotqa_${LENGTHS[-1]}.jsonl" ] ||
     $LONGREAD data hotpotqa --input "$HOTPOTQA" --lengths "$csv" --n "$N" --seed 0 --out "$DATA"
+  [ -f "$DATA/ruler_niah_single_2_65536.jsonl" ] ||
+    $LONGREAD data ruler --task niah_single_2 --lengths 65536 --n "$N64" --seed 0 --out "$DATA"
+  held_out unseen-archive niah_single_2 heldout-archive
+  held_out unseen-harbour niah_single_1 heldout-harbour
+}
+
+held_out() {  # held_out NAME TASK WORDING: a held-out wording in the held-out prose, 8K
+  local tmp
+  [ -f "$DATA/${1}_8192.jsonl" ] && return
+  tmp=$(mktemp -d)
+  $LONGREAD data ruler --task "$2" --lengths 8192 --n "$N" --seed 0 --wording "$3" \
+    --haystack recipes/smollm2/heldout/pydoc-prose.txt --out "$tmp"
+  mv "$tmp/ruler_${2}_8192.jsonl" "$DATA/${1}_8192.jsonl"
+  rm -rf "$tmp"
 }
 
 complete() {  # complete RUN_DIR DATA: every sample of DATA is done in RUN_DIR
@@ -64,13 +85,18 @@ sys.exit(0 if done >= sum(1 for line in open(sys.argv[2]) if line.strip()) else 
 PY
 }
 
-cell() {  # cell AGENT MODEL SET LENGTH; MODEL: adapter (--adapter memory) or base (--base-model)
-  local agent=$1 model=$2 set=$3 length=$4 flags=()
-  local out="$RUNS/$agent-$model-$set-$length" data="$DATA/${set}_${length}.jsonl"
+cell() {  # cell AGENT MODEL SET LENGTH [section-first]; MODEL: adapter or base
+  # (--adapter memory or --base-model); section-first: with --section-first (the run
+  # folder's name ends so)
+  local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=()
+  local out="$RUNS/$agent-$model-$set-$length${5:+-$5}" data="$DATA/${set}_${length}.jsonl"
   # A finished cell is left as it is: resuming it would load the model for nothing and add an
   # empty session to the run's records.
   if complete "$out" "$data"; then echo "$out: complete"; return; fi
-  [ "$agent" = memagent ] && flags+=("${MEMAGENT_FLAGS[@]}")
+  # the base model reads at the adapter's settings with the papers' final answers; an adapter
+  # cell of the stage shipped now with plain flags (the adapter's own settings)
+  [ "$agent" = memagent ] && [ "$model" = base ] && flags+=("${MEMAGENT_FLAGS[@]}")
+  [ "$how" = section-first ] && flags+=(--section-first)
   [ "$model" = base ] && flags+=(--base-model)
   [ "$model" = adapter ] && flags+=(--adapter memory)
   $LONGREAD eval run --data "$data" --agent "$agent" "${flags[@]}" --out "$out" --concurrency 1
@@ -104,6 +130,9 @@ if want adapter; then
     for length in "${LENGTHS[@]}"; do cell memagent adapter "$set" "$length"; done
   done
   cell memagent adapter ruler_niah_single_2 32768
+  cell memagent adapter ruler_niah_single_2 65536
+  for set in "${HELD_OUT_CELLS[@]}"; do cell memagent adapter "$set" 8192; done
+  cell memagent adapter ruler_niah_single_2 8192 section-first
 fi
 # The cells the targets compare against come before the untrained task's: the base model at
 # each length on both trained tasks (shortest first), then full and rag on them; an interrupted

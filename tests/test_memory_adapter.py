@@ -134,7 +134,8 @@ def test_reports_name_shipped_adapters_by_their_recipe_stage(
 ) -> None:
     """Every shipped adapter has the same file name, so the tables name it by the recipe stage
     that made it, the one shipped now and those it replaced (base, warm start and GRPO rows
-    stand apart); any other adapter by its file name."""
+    stand apart); any other adapter by its file name, or a training run's adapter.gguf by its
+    run folder (the stage being measured before it ships)."""
     from longread.eval.report import agent_labels
     from longread.llm import memory_adapter
 
@@ -147,8 +148,10 @@ def test_reports_name_shipped_adapters_by_their_recipe_stage(
         return tmp_path, {"agent": "memagent", "agent_config": {}, "backend": backend}
 
     runs = [run(now, ADAPTER.name), run(before, ADAPTER.name), run(unknown, "my-lora.gguf")]
+    runs.append(run(unknown.replace("c", "d"), "runs/sft2a/adapter.gguf"))
     assert agent_labels(runs) == [
         "memagent + memory adapter grpo",
         "memagent + memory adapter sft1k",
         "memagent + my-lora",
+        "memagent + sft2a",
     ]

@@ -276,7 +276,11 @@ def _model_agent(config: dict[str, Any]) -> str:
     # A memory adapter longread shipped (now or before) is named by its recipe stage: every
     # one of them has the same file name.
     stage = memory_adapter_stage(backend.get("adapter_sha256"))
-    return f"{config['agent']} + {f'memory adapter {stage}' if stage else Path(adapter).stem}"
+    if stage:
+        return f"{config['agent']} + memory adapter {stage}"
+    # A training run publishes adapter.gguf in its run folder: the folder names the stage.
+    path = Path(adapter)
+    return f"{config['agent']} + {path.parent.name if path.stem == 'adapter' else path.stem}"
 
 
 def _table(rows: list[Row]) -> list[str]:
