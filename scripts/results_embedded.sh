@@ -99,6 +99,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [section-first]; MODEL: adapter or base
   [ "$how" = section-first ] && flags+=(--section-first)
   [ "$model" = base ] && flags+=(--base-model)
   [ "$model" = adapter ] && flags+=(--adapter memory)
+  case $model in adapter | base) ;; *) flags+=(--adapter "recipes/smollm2/runs/$model/adapter.gguf") ;; esac
   $LONGREAD eval run --data "$data" --agent "$agent" "${flags[@]}" --out "$out" --concurrency 1
 }
 
@@ -147,6 +148,20 @@ if want base; then
   for length in "${LENGTHS[@]}"; do cell memagent base ruler_niah_single_3 "$length"; done
 fi
 want baselines && baselines ruler_niah_single_3
+# The base model on long needles (issue 26's rows from 2K to 64K): last, the slowest cells
+# (it writes its memory to the cap at every update)
+if want base; then
+  cell memagent base ruler_niah_single_2 32768
+  cell memagent base ruler_niah_single_2 65536
+fi
+# STAGES="sft2a grpo2b": recipe stages not shipped, on the niah_single_2 lengths, 32K and
+# 64K and section-first (their adapter.gguf in recipes/smollm2/runs/STAGE: a training run's,
+# or recipes/smollm2/export_stage.py STAGE for a committed one), so that stages compare
+# within one pipeline
+for stage in ${STAGES:-}; do
+  for length in "${LENGTHS[@]}" 32768 65536; do cell memagent "$stage" ruler_niah_single_2 "$length"; done
+  cell memagent "$stage" ruler_niah_single_2 8192 section-first
+done
 trap - EXIT
 record_session
 
