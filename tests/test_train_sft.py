@@ -293,3 +293,23 @@ def test_section_first_share_writes_that_share_of_episodes_in_the_other_order(
     in_first = sum(ids in first_prompts for ids in updates)
     assert in_first + sum(ids in paper_prompts for ids in updates) == len(updates)
     assert 0.3 * len(updates) < in_first < 0.7 * len(updates)
+
+
+def test_chunk_choices_cut_episodes_at_each_size(tiny_model: Path, tmp_path: Path) -> None:
+    """An adapter meant to read larger sections sees them: each sample's episode is cut at a
+    size drawn from agent.chunk_tokens and run.chunk_choices, the ideal notes the same."""
+    raw = sft_config(tiny_model, tmp_path, steps=1)
+    raw["agent"].update(chunk_tokens=100, memory_tokens=64)
+    raw["run"]["chunk_choices"] = [250]
+    trainer = make_trainer(TrainConfig.from_dict(raw), tmp_path / "run")
+    small, large = trainer.oracle_agent(), trainer.oracle_agent(250)
+    assert (small.config.chunk_tokens, large.config.chunk_tokens) == (100, 250)
+    rows = oracle_rows(small, trainer.policy, [sample()] * 30, rng=random.Random(4),
+                       other_agents=[large])  # fmt: skip
+    per_sample = [len(asyncio.run(oracle_episode(a, sample()))) for a in (small, large)]
+    assert per_sample[0] > per_sample[1]  # smaller chunks, more updates
+    finals = [i for i, r in enumerate(rows) if r.is_final]
+    lengths = {b - a for a, b in zip([-1, *finals], finals, strict=False)}
+    assert lengths == set(per_sample)  # both cuts drawn
+    with pytest.raises(UsageError, match="chunk_choices"):
+        TrainConfig.from_dict({"data": {"train": ["x"]}, "run": {"chunk_choices": [0]}})

@@ -194,6 +194,14 @@ class RunSection:
         "cost a few rows each while their late memory states (many sections read) are still "
         "shown: state-reset rows; 1 = every update",
     )
+    chunk_choices: list[int] = field(
+        default_factory=list,
+        metadata=helped(
+            "sft: other chunk sizes (tokens) the oracle episodes are cut at, drawn per sample "
+            "with agent.chunk_tokens, so that the adapter also reads larger sections (fewer "
+            "calls; section-first's prefix cache saves more); [] = agent.chunk_tokens only"
+        ),
+    )
     section_first_share: float = option(
         0.0,
         "sft: share of the oracle episodes written in the section-first order (the section "
@@ -274,6 +282,8 @@ class TrainConfig:
                 raise UsageError(f"{name} must be at least 1")
         if self.run.steps < 0:
             raise UsageError("run.steps must be 0 or more")
+        if any(size < 1 for size in self.run.chunk_choices):
+            raise UsageError("run.chunk_choices are chunk sizes in tokens: each at least 1")
         if self.rollout.refill < 0:
             raise UsageError("rollout.refill must be 0 or more")
         for name, chance in (
@@ -331,12 +341,14 @@ def _section(factory: Any, raw: Any, where: str) -> Any:
     if unknown:
         raise UsageError(f"{where}: unknown setting(s) {', '.join(unknown)}")
     for name, value in raw.items():
-        setattr(defaults, name, _typed(getattr(defaults, name), value, f"{where} {name}"))
+        items = int if str(known[name].type) == "list[int]" else str  # a list's item type
+        setattr(defaults, name, _typed(getattr(defaults, name), value, f"{where} {name}", items))
     return defaults
 
 
-def _typed(default: Any, value: Any, where: str) -> Any:
-    """``value`` if it has the default's type (ints pass as floats; a string as a 1-list)."""
+def _typed(default: Any, value: Any, where: str, items: type = str) -> Any:
+    """``value`` if it has the default's type (ints pass as floats; a string as a 1-list);
+    a list's values must be ``items``."""
     if isinstance(default, bool):
         ok = isinstance(value, bool)
     elif isinstance(default, float):
@@ -345,8 +357,10 @@ def _typed(default: Any, value: Any, where: str) -> Any:
     elif isinstance(default, int):
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif isinstance(default, list):
-        value = [value] if isinstance(value, str) else value
-        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        value = [value] if isinstance(value, str) and items is str else value
+        ok = isinstance(value, list) and all(
+            isinstance(v, items) and not isinstance(v, bool) for v in value
+        )
     elif isinstance(default, dict):
         ok = isinstance(value, dict)
     else:

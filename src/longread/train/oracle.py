@@ -185,6 +185,7 @@ def oracle_rows(
     claim_rate: float = 0.0,
     update_share: float = 1.0,
     section_first_share: float = 0.0,
+    other_agents: Sequence[MemAgent] = (),
 ) -> list[TrainingRow]:
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
@@ -197,7 +198,9 @@ def oracle_rows(
     gives): a long document then costs a few rows, not one per section.
     ``section_first_share`` > 0 builds that share of the episodes (drawn per sample) in the
     section-first order (``MemAgentConfig.section_first``), so one adapter learns both orders;
-    0 keeps the agent's own order and draws nothing."""
+    0 keeps the agent's own order and draws nothing. ``other_agents`` (the same prompts and
+    caps, other chunk sizes): each sample's episode is cut by one drawn from ``agent`` and
+    them; none draws nothing."""
     eos = policy.tokenizer.eos_token_id
     rng = rng or random.Random(0)
     rows = []
@@ -205,13 +208,16 @@ def oracle_rows(
         order = None  # the agent's own
         if section_first_share > 0:
             order = rng.random() < section_first_share
+        reader = rng.choice([agent, *other_agents]) if other_agents else agent
         turns = asyncio.run(
-            oracle_episode(agent, sample, noise_rate, rng, claim_rate, section_first=order)
+            oracle_episode(reader, sample, noise_rate, rng, claim_rate, section_first=order)
         )
         for index, turn in enumerate(turns):
             if _dropped(turn, update_share, rng):
                 continue
-            cap = agent.config.final_tokens if turn.kind == "final" else agent.config.memory_tokens
+            cap = (
+                reader.config.final_tokens if turn.kind == "final" else reader.config.memory_tokens
+            )
             ids = [*policy.tokenizer.encode(turn.reply, add_special_tokens=False), eos]
             rows.append(
                 TrainingRow(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -223,6 +224,7 @@ class Trainer:
             claim_rate=run.false_claims,
             update_share=run.update_share,
             section_first_share=run.section_first_share,
+            other_agents=[self.oracle_agent(size) for size in run.chunk_choices],
         )
         prepare_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
@@ -245,11 +247,13 @@ class Trainer:
             "seconds_update": time.perf_counter() - clock,
         }
 
-    def oracle_agent(self) -> Any:
-        """The memagent whose prompts and caps the oracle episodes of an sft step use."""
-        return make_agent(
-            "memagent", self.backend, self.tokenizer, agent_config(self.config, seed=None)
-        )
+    def oracle_agent(self, chunk_tokens: int | None = None) -> Any:
+        """The memagent whose prompts and caps the oracle episodes of an sft step use (cut at
+        ``chunk_tokens``, else at the config's chunk size)."""
+        config = agent_config(self.config, seed=None)
+        if chunk_tokens is not None:
+            config = replace(config, chunk_tokens=chunk_tokens)
+        return make_agent("memagent", self.backend, self.tokenizer, config)
 
     def greedy_config(self) -> Any:
         """The agent config held-out evaluation runs with: greedy, same budgets."""
