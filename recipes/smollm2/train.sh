@@ -52,3 +52,22 @@ else
 fi
 .venv/bin/python recipes/smollm2/snapshot.py restore grpo
 stage grpo    # 2: GRPO on the agent's own rollouts (12 steps)
+
+# Issue 26. Stage 2a: SFT from stage 1e on varied wordings, real prose, long documents
+# (state-reset rows) and both reading orders; its adapter is committed in stages/sft2a once
+# the stage has run all its steps.
+if [ -d recipes/smollm2/stages/sft2a ] && [ ! -d "$RUNS/sft2a" ] && [ "${RETRAIN:-0}" != 1 ]; then
+  echo "train.sh: stage 2a's adapter is committed (recipes/smollm2/stages/sft2a): not run again"
+  [ -f "$RUNS/sft2a/adapter.gguf" ] || .venv/bin/python recipes/smollm2/export_stage.py sft2a
+else
+  stage sft2a   # 24 steps of 8 questions, about 3.5 min each
+  if finished sft2a; then
+    rm -rf recipes/smollm2/stages/sft2a && cp -r "$RUNS/sft2a/adapter" recipes/smollm2/stages/sft2a
+  fi
+fi
+# Stage 2b: GRPO on state-reset episodes from the memory states stage 2a reached (states.sh
+# reads 18 long training documents with it first, about 35 minutes, resumable)
+if finished sft2a || [ -d recipes/smollm2/stages/sft2a ]; then
+  [ -f recipes/smollm2/data/states2b.jsonl ] || recipes/smollm2/states.sh
+  stage grpo2b
+fi
