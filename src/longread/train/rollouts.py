@@ -23,6 +23,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..agents import make_agent, make_config
+from ..agents.memagent import MemAgent
 from ..data.records import Sample
 from ..errors import UsageError
 from ..llm.base import LLMBackend
@@ -142,6 +143,8 @@ async def _run_all(
         )  # fmt: skip
         start = sample.meta.get("memory")
         if start:  # a state-reset episode (module docstring)
+            if not isinstance(agent, MemAgent):
+                raise UsageError(f"sample {sample.id} starts from notes: memagent only")
             agent.start_memory = str(start)
         run = await agent.run(sample.question, sample.context, sample_id=sample.id)
         bar.update(1)
