@@ -41,7 +41,7 @@ MEMAGENT_FLAGS=(--chunk-tokens 1000 --memory-tokens 256 --final-tokens 1024)
 # 10), the held-out wordings in the held-out prose (recipes/smollm2/heldout/) at 8K, and
 # --section-first at 8K.
 N64=${N64:-10}
-HELD_OUT_CELLS=(unseen-archive unseen-harbour)
+HELD_OUT_CELLS=(unseen-ledger unseen-harbour)
 # HotpotQA questions come from the evaluation half of the dev sample only: the first 50 records
 # (recipes/smollm2/hotpotqa_eval_ids.txt); the adapter trained on the other 50.
 if [ "$N" -gt 50 ]; then
@@ -62,7 +62,7 @@ sets() {  # build every set once, seed 0 (training sets use seeds from 1001)
     $LONGREAD data hotpotqa --input "$HOTPOTQA" --lengths "$csv" --n "$N" --seed 0 --out "$DATA"
   [ -f "$DATA/ruler_niah_single_2_65536.jsonl" ] ||
     $LONGREAD data ruler --task niah_single_2 --lengths 65536 --n "$N64" --seed 0 --out "$DATA"
-  held_out unseen-archive niah_single_2 heldout-archive
+  held_out unseen-ledger niah_single_2 heldout-ledger
   held_out unseen-harbour niah_single_1 heldout-harbour
 }
 

@@ -166,7 +166,7 @@ async def test_one_agent_with_two_configs_gets_two_labels(tmp_path):
             replies = {"a1": "\\boxed{Paris}"}
             await run_eval(TOY[:1], factory(backend(replies, {})), store, 1, progress=False)
     agents = {r["agent"] for r in load_runs([tmp_path / "x", tmp_path / "y"])}
-    assert agents == {"full (x)", "full (y)"}
+    assert agents == {"full (final_tokens 10)", "full (final_tokens 20)"}
 
 
 async def test_report_command_writes_markdown_and_json(run_dirs, tmp_path):

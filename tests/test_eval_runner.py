@@ -177,11 +177,11 @@ def test_a_needle_worded_otherwise_or_in_another_text_is_its_own_dataset(tmp_pat
     tokenizer = ApproxTokenizer()
     (ruler,) = build_ruler("niah_single_2", 1500, 1, 0, tokenizer)
     (held,) = build_ruler(
-        "niah_single_2", 1500, 1, 0, tokenizer, str(prose), wording="heldout-archive"
+        "niah_single_2", 1500, 1, 0, tokenizer, str(prose), wording="heldout-ledger"
     )
     assert dataset_label(ruler.meta) == "ruler/niah_single_2"
     assert dataset_label(held.meta) == (
-        "ruler/niah_single_2 (wording heldout-archive, haystack_file prose.txt)"
+        "ruler/niah_single_2 (wording heldout-ledger, haystack_file prose.txt)"
     )
 
 

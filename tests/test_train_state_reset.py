@@ -74,3 +74,10 @@ def test_refill_replaces_a_degenerate_group_with_a_new_question(
 def test_refill_is_a_count() -> None:
     with pytest.raises(UsageError, match=r"rollout\.refill"):
         TrainConfig.from_dict({"data": {"train": ["x.jsonl"]}, "rollout": {"refill": -1}})
+
+
+def test_refill_and_keep_degenerate_are_refused_together() -> None:
+    raw = {"data": {"train": ["x.jsonl"]}, "rollout": {"refill": 1}}
+    raw["reward"] = {"keep_degenerate": True}
+    with pytest.raises(UsageError, match="keep_degenerate"):
+        TrainConfig.from_dict(raw)

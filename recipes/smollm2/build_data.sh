@@ -111,6 +111,10 @@ done
 # wordings in an unseen real-prose haystack, and long needles
 build "$OUT/heldout8k-unseen" ruler --task niah_single_2 --lengths 8192 --n 10 --seed 1007 \
   --wording heldout-archive --haystack recipes/smollm2/heldout/pydoc-prose.txt
+# (heldout-archive is the shape of the training wording "record"; the two below are not:
+# heldout8k-ledger's lengths keep its ids apart from heldout8k's)
+build "$OUT/heldout8k-ledger" ruler --task niah_single_2 --lengths 8191 --n 10 --seed 1009 \
+  --wording heldout-ledger --haystack recipes/smollm2/heldout/pydoc-prose.txt
 build "$OUT/heldout8k-unseen-keyless" ruler --task niah_single_1 --lengths 8100 --n 5 \
   --seed 1008 --wording heldout-harbour --haystack recipes/smollm2/heldout/pydoc-prose.txt
 # Stage 2b (grpo2b.toml): long training documents the stage 2a adapter reads with `eval run`

@@ -9,7 +9,8 @@
 #   recipes/smollm2/check_stage.sh sft2a recipes/smollm2/runs/sft2a/adapter.gguf heldout8k-unseen
 #   recipes/smollm2/check_stage.sh sft1e memory heldout8k-unseen   # the shipped adapter
 #
-# Default sets: heldout8k-unseen heldout8k-unseen-keyless heldout8k heldout8k-plain.
+# Default sets: heldout8k-ledger heldout8k-unseen-keyless (unseen wordings in unseen prose),
+# heldout8k heldout8k-plain.
 # SECTION_FIRST=1 reads with --section-first (checks named SET-section-first).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/../.."
 stage=$1 adapter=$2
 shift 2
 sets=("$@")
-[ ${#sets[@]} -gt 0 ] || sets=(heldout8k-unseen heldout8k-unseen-keyless heldout8k heldout8k-plain)
+[ ${#sets[@]} -gt 0 ] || sets=(heldout8k-ledger heldout8k-unseen-keyless heldout8k heldout8k-plain)
 flags=()
 suffix=""
 if [ "${SECTION_FIRST:-0}" = 1 ]; then flags+=(--section-first); suffix=-section-first; fi

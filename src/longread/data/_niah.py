@@ -127,18 +127,27 @@ WORDINGS.update(
 )
 _FIRST_WORDINGS = ("ruler", "plain", "secret")  # what "mixed" draws from
 
-# Held out of every training set (issue 26): the unseen-wording evaluation. A verb, a noun
-# and an order no training wording uses; one keyed, one key-less.
+# Held out of every training set (issue 26): the unseen-wording evaluation, in shapes no
+# training wording has. Keyed: a possessive key, a clause between noun and value, "reads" for
+# "is". Key-less: an imperative with a condition, the value mid-sentence, no "is" at all.
 HELDOUT_WORDINGS: dict[str, Wording] = {
+    # The first held-out wording, stage 2a's in-training check: never trained, but the shape
+    # of the training wording "record" ("KEY is registered under the number V") with another
+    # verb and noun, so a weaker test than the two below.
     "heldout-archive": Wording(
         "In the archive, {key} is catalogued under shelf {noun} {value}.",
         "Under which shelf {noun} is {key} catalogued in the archive?",
         "Under which shelf {nouns} are {keys} catalogued in the archive?",
     ),
+    "heldout-ledger": Wording(
+        "{key}'s shelf {noun}, which nobody else may know, reads {value} in the ledger.",
+        "What does {key}'s shelf {noun} read in the ledger?",
+        "What do the shelf {nouns} of {keys} read in the ledger?",
+    ),
     "heldout-harbour": Wording(
-        "Whoever reads this should know that the harbour master's radio {noun} is {value}.",
-        "What is the harbour master's radio {noun}?",
-        "What are the harbour master's radio {nouns}?",
+        "Should the radio fail, dial {value} to reach the harbour master.",
+        "Which number should be dialled to reach the harbour master if the radio fails?",
+        "Which numbers should be dialled to reach the harbour master if the radio fails?",
         keyed=False,
     ),
 }

@@ -255,17 +255,32 @@ def _existing(run_dir: str | Path) -> Path:
 
 def agent_labels(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
     """The agent's name (plus `` + <adapter>`` for a run with a LoRA adapter, so a trained
-    model's rows stand beside the base model's), plus the run folder's name where one such
-    label ran with different agent configs."""
+    model's rows stand beside the base model's), plus, where one such label ran with different
+    agent configs, the settings that differ ("memagent (section_first True)"), or the run
+    folder's name when the configs cannot be compared setting by setting."""
     names = [_model_agent(config) for _, config in runs]
     configs: dict[str, list[Any]] = defaultdict(list)
     for name, (_, config) in zip(names, runs, strict=True):
         if config.get("agent_config") not in configs[name]:
             configs[name].append(config.get("agent_config"))
-    return [
-        name if len(configs[name]) == 1 else f"{name} ({d.name})"
-        for name, (d, _) in zip(names, runs, strict=True)
-    ]
+    labels = []
+    for name, (folder, config) in zip(names, runs, strict=True):
+        if len(configs[name]) == 1:
+            labels.append(name)
+            continue
+        differing = _differing(configs[name], config.get("agent_config"))
+        labels.append(f"{name} ({differing or folder.name})")
+    return labels
+
+
+def _differing(configs: list[Any], config: Any) -> str:
+    """``config``'s values of the settings on which ``configs`` disagree ("final_tokens 32,
+    section_first True"); "" when they are not all settings tables."""
+    if not all(isinstance(c, dict) for c in configs):
+        return ""
+    keys = sorted({k for c in configs for k in c})
+    differ = [k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in configs}) > 1]
+    return ", ".join(f"{k} {config.get(k)}" for k in differ)
 
 
 def _model_agent(config: dict[str, Any]) -> str:

@@ -286,6 +286,10 @@ class TrainConfig:
             raise UsageError("run.chunk_choices are chunk sizes in tokens: each at least 1")
         if self.rollout.refill < 0:
             raise UsageError("rollout.refill must be 0 or more")
+        if self.rollout.refill and self.reward.keep_degenerate:
+            raise UsageError(
+                "rollout.refill replaces the groups that reward.keep_degenerate keeps: choose one"
+            )
         for name, chance in (
             ("run.noisy_notes", self.run.noisy_notes),
             ("run.false_claims", self.run.false_claims),

@@ -143,8 +143,11 @@ async def _run_all(
         )  # fmt: skip
         start = sample.meta.get("memory")
         if start:  # a state-reset episode (module docstring)
-            if not isinstance(agent, MemAgent):
-                raise UsageError(f"sample {sample.id} starts from notes: memagent only")
+            if not isinstance(agent, MemAgent) or config.reward.estimator == "rememr1":
+                # rememr1's step rewards measure the first update against empty notes
+                raise UsageError(
+                    f"sample {sample.id} starts from notes: memagent with the grpo estimator only"
+                )
             agent.start_memory = str(start)
         run = await agent.run(sample.question, sample.context, sample_id=sample.id)
         bar.update(1)
