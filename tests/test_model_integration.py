@@ -291,5 +291,5 @@ def test_a_set_built_run_and_reported_on_the_embedded_model(tmp_path: Path) -> N
     line = next(x for x in report.read_text().splitlines() if x.startswith(label))
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[2] == "2"  # n
-    assert float(cells[7]) == 100.0 * sum(found) / 2  # match_all
+    assert float(cells[8]) == 100.0 * sum(found) / 2  # match_all
     assert "## ruler/niah_single_2" in report.read_text()
