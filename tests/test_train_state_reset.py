@@ -81,3 +81,17 @@ def test_refill_and_keep_degenerate_are_refused_together() -> None:
     raw["reward"] = {"keep_degenerate": True}
     with pytest.raises(UsageError, match="keep_degenerate"):
         TrainConfig.from_dict(raw)
+
+
+def test_a_steps_record_gives_the_reward_spread_grpo_learns_from() -> None:
+    """The diagnosis of an RL stage needs the within-group spread: a group whose rollouts all
+    score alike adds 0 however high its mean, and one split 0/1 adds 0.5."""
+    from longread.train.credit import GroupCredit
+    from longread.train.rollouts import reward_record
+
+    def group(rewards: list[float]) -> GroupCredit:
+        return GroupCredit(rewards, rewards, [[0.0]] * len(rewards), len(set(rewards)) == 1)
+
+    record = reward_record([group([1, 1, 1, 1]), group([0, 1, 0, 1])])
+    assert record["reward_group_std"] == pytest.approx(0.25)
+    assert record["reward"] == pytest.approx(0.75)

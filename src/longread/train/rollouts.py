@@ -17,7 +17,7 @@ import asyncio
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import fmean
+from statistics import fmean, pstdev
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -200,15 +200,24 @@ def rollout_rows(config: TrainConfig, rollouts: Rollouts) -> tuple[list[Training
     return rows, dropped
 
 
+def reward_record(credit: Sequence[GroupCredit]) -> dict[str, float]:
+    """The mean reward, its mean spread within groups (GRPO learns only from that spread: a
+    group whose rollouts all score alike adds nothing however high its mean) and accuracy."""
+    return {
+        "reward": fmean(r for c in credit for r in c.rewards),
+        "reward_group_std": fmean(pstdev(c.rewards) for c in credit),
+        "accuracy": fmean(r for c in credit for r in c.correct),
+    }
+
+
 def rollout_record(rollouts: Rollouts) -> dict[str, Any]:
-    """What the step's metrics say about its rollouts: reward, accuracy, memory length,
-    format errors, tokens."""
+    """What the step's metrics say about its rollouts: reward (`reward_record`), memory
+    length, format errors, tokens."""
     runs = [run for group in rollouts.runs for run in group]
     updates = [s for run in runs for s in run.steps if s.kind == "update"]
     calls = [s for run in runs for s in run.steps]
     return {
-        "reward": fmean(r for c in rollouts.credit for r in c.rewards),
-        "accuracy": fmean(r for c in rollouts.credit for r in c.correct),
+        **reward_record(rollouts.credit),
         "memory_tokens": fmean(s.completion_tokens for s in updates) if updates else None,
         "format_error_rate": fmean(FORMAT_ERROR in s.flags for s in calls),
         "no_boxed_answer_rate": fmean(
