@@ -447,6 +447,35 @@ def test_varied_wording_draws_every_training_wording_and_never_a_held_out_one() 
             assert len(words) > 15 and words not in sample.context
 
 
+def test_composed_wordings_differ_by_sample_and_keep_clear_of_the_held_out_ones() -> None:
+    """A composed wording is new per sample (no one shape to learn), its needle stands in the
+    document and its question names what the needle names; none has a held-out wording's
+    features, so the unseen-wording evaluation stays unseen."""
+    from longread.data._composed import PLACES
+    from longread.data._niah import HELDOUT_WORDINGS
+
+    single = build("niah_single_1", 2000, RegexTokenizer(), n=60, wording="composed")
+    multi = build("niah_multikey_1", 2000, RegexTokenizer(), n=20, wording="composed")
+    templates = [s.meta["needle_template"] for s in single]
+    assert len(set(templates)) > 40
+    assert any("{key}" not in t for t in templates)  # key-less ones where one needle
+    assert all("{key}" in s.meta["needle_template"] for s in multi)
+    held_words = {"shelf", "ledger", "archive", "catalogued", "harbour", "radio", "dial"}
+    for sample in [*single, *multi]:
+        assert sample.meta["wording"] == "composed"
+        template = sample.meta["needle_template"]
+        (key, *_), value = sample.meta["keys"], sample.answers[0]
+        assert template.format(key=key, value=value) in sample.context
+        named = key if "{key}" in template else next(p for p in PLACES if p in template.lower())
+        assert named in sample.question.lower()
+        text = (template + " " + sample.question).lower()
+        assert "'s " not in text and " reads " not in text
+        assert not held_words & set(re.findall(r"[a-z]+", text))
+        for held in HELDOUT_WORDINGS.values():
+            words = max(re.split(r"\{\w+\}", held.needle), key=len).strip()
+            assert words not in sample.context
+
+
 @pytest.mark.parametrize("name", ["heldout-archive", "heldout-ledger", "heldout-harbour"])
 def test_a_held_out_wording_is_built_only_when_named(name: str) -> None:
     from longread.data._niah import HELDOUT_WORDINGS

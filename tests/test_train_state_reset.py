@@ -47,6 +47,26 @@ def test_a_sample_with_notes_starts_its_rollouts_from_them(tiny_model: Path, tmp
     assert record["rows"] == len(trainer.last_rows) == 2 * 2 * 3
 
 
+def test_a_sample_can_ask_for_the_section_first_order(tiny_model: Path, tmp_path: Path):
+    """States reached in the section-first order are rolled out in that order, beside samples
+    in the config's own (paper) order, in one step."""
+    rows = two_chunk_samples(2)
+    rows[0]["meta"] = {"section_first": True}
+    raw = tiny_config(tiny_model, write(tmp_path / "train.jsonl", rows), steps=1)
+    raw["optim"]["minibatches"] = 1
+    raw["reward"]["keep_degenerate"] = True
+    trainer = make_trainer(TrainConfig.from_dict(raw), tmp_path / "run")
+    trainer.out.mkdir()
+    trainer.step(Position())
+    tokenizer = trainer.policy.tokenizer
+    updates = [r for r in trainer.last_rows if r.step < 2]
+    assert updates
+    for row in updates:
+        prompt = tokenizer.decode(row.prompt_ids)
+        section_comes_first = prompt.index("Section:") < prompt.index("Problem:")
+        assert section_comes_first == (row.group == "q0")
+
+
 def test_refill_replaces_a_degenerate_group_with_a_new_question(
     tiny_model: Path, tmp_path: Path
 ) -> None:

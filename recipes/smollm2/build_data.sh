@@ -125,3 +125,10 @@ build "$OUT/states2b/niah_single_1" ruler --task niah_single_1 --lengths 16000 -
   --seed 2102 --wording varied --haystack noise-paragraphs
 build "$OUT/states2b/wiki" ruler --task niah_single_2 --lengths 16001 --n 6 --seed 2103 \
   --wording varied --haystack "$OUT/haystacks/wiki-1.txt"
+# ... and 8K training documents it reads in the section-first order (STATES=states2c
+# SECTION_FIRST=1 recipes/smollm2/states.sh), where stage 2a writes a made-up answer first
+build "$OUT/states2c/niah_single_2" ruler --task niah_single_2 --lengths 8000 --n 10 --seed 2104
+build "$OUT/states2c/varied" ruler --task niah_single_2 --lengths 8001 --n 8 --seed 2105 \
+  --wording varied
+build "$OUT/states2c/wiki" ruler --task niah_single_2 --lengths 8002 --n 6 --seed 2106 \
+  --wording varied --haystack "$OUT/haystacks/wiki-2.txt"

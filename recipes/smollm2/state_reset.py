@@ -15,7 +15,9 @@ A sample's ``meta["memory"]`` holds the notes; `longread train` starts every rol
 from them (train/rollouts.py), so a group of 8 rollouts costs 2-3 calls each instead of a
 32-section document. Every sample keeps the gold in its document or its notes, so a rollout
 can always earn the reward. Sections are cut out of the traced prompts (the paper prompt
-set), so the new document is exactly the text the policy read there.
+set, in either reading order), so the new document is exactly the text the policy read
+there; a state read in the section-first order (``--section-first`` runs) keeps that order
+(``meta["section_first"]``), so its rollouts see the prompts that went wrong.
 """
 
 from __future__ import annotations
@@ -30,41 +32,55 @@ from pathlib import Path
 from longread.data.loaders import data_files, load_files
 
 SECTION, INSTRUCTION = "Section:\n", "\n\nUpdate the memory:"
+# The paper prompt set's update prompt in the section-first order: section, problem, memory.
+PROBLEM, MEMORY_FIRST = (
+    "\n\nProblem: ",
+    "Memory (what you kept from the sections before this one):\n",
+)
 
 
-def section_of(prompt: str) -> str:
+def section_of(prompt: str, section_first: bool = False) -> str:
     """The section an update prompt shows (paper prompt set)."""
-    return prompt.split(SECTION, 1)[1].rsplit(INSTRUCTION, 1)[0].strip()
+    end = PROBLEM if section_first else INSTRUCTION
+    return prompt.split(SECTION, 1)[1].rsplit(end, 1)[0].strip()
 
 
-def notes_of(prompt: str) -> str:
+def notes_of(prompt: str, section_first: bool = False) -> str:
+    """The notes an update prompt shows (paper prompt set)."""
+    if section_first:
+        return prompt.split(MEMORY_FIRST, 1)[1].rsplit(INSTRUCTION, 1)[0].strip()
     return prompt.split("Memory:", 1)[1].split(SECTION, 1)[0].strip()
 
 
 def states(trace: dict, sample, rng: random.Random) -> list[dict]:
     """The arrival and carry samples of one trace (see the module docstring)."""
     gold = sample.answers[0]
+    order = bool(trace.get("config", {}).get("section_first"))
     updates = [s for s in trace["steps"] if s["kind"] == "update"]
     prompts = [s["messages"][0]["content"] for s in updates]
-    sections = [section_of(p) for p in prompts]
+    sections = [section_of(p, order) for p in prompts]
+    notes = [notes_of(p, order) for p in prompts]
     arrival = next((i for i, text in enumerate(sections) if gold in text), None)
     if arrival is None:
         return []
-    out = [_state(sample, "arrival", notes_of(prompts[arrival]), sections[arrival : arrival + 1])]
-    kept = [i for i in range(arrival + 1, len(prompts) - 1) if gold in notes_of(prompts[i])]
+    out = [_state(sample, "arrival", notes[arrival], sections[arrival : arrival + 1], order)]
+    kept = [i for i in range(arrival + 1, len(prompts) - 1) if gold in notes[i]]
     if kept:
         at = rng.choice(kept)
-        out.append(_state(sample, "carry", notes_of(prompts[at]), sections[at : at + 2]))
+        out.append(_state(sample, "carry", notes[at], sections[at : at + 2], order))
     return out
 
 
-def _state(sample, kind: str, notes: str, sections: list[str]) -> dict:
+def _state(sample, kind: str, notes: str, sections: list[str], section_first: bool) -> dict:
+    meta = {**sample.meta, "memory": notes, "state": kind}
+    if section_first:
+        meta["section_first"] = True
     return {
-        "id": f"{sample.id}-{kind}",
+        "id": f"{sample.id}-{kind}" + ("-sf" if section_first else ""),
         "question": sample.question,
         "context": "\n\n".join(sections),
         "answers": sample.answers,
-        "meta": {**sample.meta, "memory": notes, "state": kind},
+        "meta": meta,
     }
 
 
@@ -73,6 +89,9 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="eval run folders")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--kinds", default="arrival,carry", help="which states to keep (comma-separated)"
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     rows = []
@@ -87,6 +106,7 @@ def main() -> None:
         for (sample_id,) in done:
             trace = json.loads((run / "traces" / f"{sample_id}.json").read_text())
             rows += states(trace, samples[sample_id], rng)
+    rows = [r for r in rows if r["meta"]["state"] in args.kinds.split(",")]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     kinds = [r["meta"]["state"] for r in rows]

@@ -142,8 +142,9 @@ def hotpotqa(input_path: str, docs: list[int] | None, lengths: list[int] | None,
     show_default=True,
     help="How the niah tasks word the needle and question: RULER's, another wording (for "
     "training data that does not teach one sentence), mixed (one of ruler/plain/secret drawn "
-    "per sample), varied (one of every training wording) or a heldout-* wording (never "
-    "drawn by mixed or varied: the unseen-wording evaluation).",
+    "per sample), varied (one of every training wording), composed (a new wording per "
+    "sample, put together from parts) or a heldout-* wording (never drawn by the others: "
+    "the unseen-wording evaluation).",
 )
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @tokenizer_option

@@ -5,8 +5,9 @@ Other wordings of the needle and its question exist for training data (a model t
 RULER's sentence learns that sentence, not the skill): ``wording="ruler"`` is RULER's and the
 default; the others are listed in :data:`WORDINGS`. ``"mixed"`` draws one per sample among the
 first three (the wordings of the first adapter stages, kept so their data rebuilds the same),
-``"varied"`` among all of :data:`WORDINGS`. :data:`HELDOUT_WORDINGS` are never drawn: they are
-the unseen-wording evaluation, and no training set may name them."""
+``"varied"`` among all of :data:`WORDINGS`, ``"composed"`` puts a new one together per sample
+from parts (:mod:`._composed`). :data:`HELDOUT_WORDINGS` are never drawn: they are the
+unseen-wording evaluation, and no training set may name them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UsageError
+from ._composed import compose
 from ._draft import Draft, Shared
 from ._haystack import (
     NOISE_SENTENCES,
@@ -151,7 +153,8 @@ HELDOUT_WORDINGS: dict[str, Wording] = {
         keyed=False,
     ),
 }
-WORDING_CHOICES = (*WORDINGS, *HELDOUT_WORDINGS, "mixed", "varied")
+WORDING_CHOICES = (*WORDINGS, *HELDOUT_WORDINGS, "mixed", "varied", "composed")
+KEYLESS_SHARE = 0.25  # of composed wordings, where the task has one needle
 
 # RULER's 40 needle depths: whole percentages evenly spread over 0..100.
 DEPTHS = tuple(round(i * 100 / 39) / 100 for i in range(40))
@@ -187,7 +190,9 @@ def niah_draft(task: str, shared: Shared, rng: random.Random) -> Draft:
     meta: dict[str, Any] = {"haystack": kind, "depths": depths, "keys": [keys[i] for i in queried]}
     if len(depths) == 1:
         meta["depth"] = depths[0]
-    if shared.wording != "ruler":
+    if shared.wording == "composed":
+        meta["wording"], meta["needle_template"] = "composed", wording.needle
+    elif shared.wording != "ruler":
         meta["wording"] = _name(wording)
     question = _question(wording, noun, [keys[i] for i in queried], len(answers))
     return Draft(question, answers, render, meta)
@@ -198,6 +203,9 @@ def _wording(choice: str, spec: NiahSpec, haystack: str, rng: random.Random) -> 
     state this task unambiguously (a key-less needle only where there is one needle)."""
     if choice == "ruler":
         return WORDINGS["ruler"]
+    if choice == "composed":
+        keyed = not _one_needle(spec, haystack) or rng.random() >= KEYLESS_SHARE
+        return Wording(*compose(rng, spec.value_type, keyed), keyed=keyed)
     if choice in ("mixed", "varied"):
         pool = _FIRST_WORDINGS if choice == "mixed" else tuple(WORDINGS)
         usable = [WORDINGS[n] for n in pool if WORDINGS[n].keyed or _one_needle(spec, haystack)]

@@ -8,7 +8,9 @@ rollout's index, so a resumed run samples exactly what an uninterrupted one woul
 State-reset episodes: a sample whose ``meta["memory"]`` holds notes starts its memagent
 rollouts from them instead of from empty notes (a memory state sampled along a long
 document, with the next one to three sections as its document), so a group of 8-16 rollouts
-costs a few calls each and still trains the moment long documents go wrong at.
+costs a few calls each and still trains the moment long documents go wrong at. A sample's
+``meta["section_first"]`` (true or false) reads it in that order whatever the agent config
+says, so one step can train states reached in both orders.
 """
 
 from __future__ import annotations
@@ -71,9 +73,16 @@ class DataOrder:
         return taken
 
 
-def agent_config(config: TrainConfig, *, seed: int | None, temperature: float | None = None) -> Any:
+def agent_config(
+    config: TrainConfig,
+    *,
+    seed: int | None,
+    temperature: float | None = None,
+    section_first: bool | None = None,
+) -> Any:
     """The agent config of a rollout (the rollout sampling, ``seed``) or, with
-    ``temperature``, of an evaluation (top-p off)."""
+    ``temperature``, of an evaluation (top-p off); ``section_first`` overrides the agent's
+    reading order (memagent)."""
     agent = config.agent
     options = {
         "prompt_set": agent.prompt_set,
@@ -85,6 +94,8 @@ def agent_config(config: TrainConfig, *, seed: int | None, temperature: float | 
         "seed": seed,
         **agent.options,
     }
+    if section_first is not None:
+        options["section_first"] = section_first
     return make_config(agent.name, **options)
 
 
@@ -137,10 +148,9 @@ async def _run_all(
 
     async def one(sample: Sample, group: int, k: int) -> Run:
         seed = rollout_seed(config.run.seed, number, group, k)
-        agent = make_agent(
-            config.agent.name, backend, tokenizer, agent_config(config, seed=seed),
-            record_tokens=True,
-        )  # fmt: skip
+        order = sample.meta.get("section_first")
+        options = agent_config(config, seed=seed, section_first=order)
+        agent = make_agent(config.agent.name, backend, tokenizer, options, record_tokens=True)
         start = sample.meta.get("memory")
         if start:  # a state-reset episode (module docstring)
             if not isinstance(agent, MemAgent) or config.reward.estimator == "rememr1":
