@@ -263,6 +263,27 @@ def test_update_share_keeps_evidence_and_answers_and_a_share_of_the_rest(
     assert len(whole) == 2 * per_sample
 
 
+def test_keep_empty_updates_keeps_every_update_before_the_evidence(tiny_model: Path) -> None:
+    """With the share drawn, the updates shown empty notes (before the needle) all stay: the
+    place where a model learns not to make an answer up."""
+    policy = load_policy(ModelSection(path=str(tiny_model), lora=False), seed=0)
+    config = make_config("memagent", chunk_tokens=60, memory_tokens=64, prompt_set="notes")
+    agent = make_agent("memagent", PolicyBackend(policy), policy_tokenizer(policy), config)
+    samples = [filler_sample()] * 10
+    every = oracle_rows(agent, policy, samples, evidence_weight=3.0)
+    kept = oracle_rows(
+        agent, policy, samples, 3.0, rng=random.Random(1), update_share=0.25,
+        keep_empty_updates=True,
+    )  # fmt: skip
+    turns = asyncio.run(oracle_episode(agent, filler_sample()))
+    before = next(i for i, t in enumerate(turns) if t.takes_evidence)
+    assert before >= 2 and not any(t.takes_evidence for t in turns[before + 1 : -1])
+    steps = [r.step for r in kept]
+    for step in range(before + 1):  # every empty-notes update and the evidence one
+        assert steps.count(step) == 10
+    assert len(kept) < len(every)  # the later updates are still drawn
+
+
 def test_update_share_is_a_share() -> None:
     raw = {"data": {"train": ["x.jsonl"]}, "run": {"objective": "sft", "update_share": 0}}
     TrainConfig.from_dict(raw)  # 0: evidence updates and answers only

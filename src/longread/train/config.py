@@ -194,6 +194,11 @@ class RunSection:
         "cost a few rows each while their late memory states (many sections read) are still "
         "shown: state-reset rows; 1 = every update",
     )
+    keep_empty_updates: bool = option(
+        False,
+        "sft: with update_share < 1, keep every update shown empty notes (the first sections "
+        "before any evidence), where a model learns not to make an answer up",
+    )
     chunk_choices: list[int] = field(
         default_factory=list,
         metadata=helped(

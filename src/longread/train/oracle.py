@@ -49,6 +49,7 @@ class OracleTurn:
     reply: str
     kind: str  # "update" or "final"
     takes_evidence: bool = False  # an update whose notes take in evidence from its section
+    from_empty: bool = False  # an update shown empty notes: where a made-up answer starts
 
 
 def evidence_sentences(sample: Sample) -> list[str]:
@@ -107,7 +108,10 @@ async def oracle_episode(
         found = [s for s in evidence if s in chunk.text and s not in memory]
         if found:
             memory = " ".join(found) if memory == NO_MEMORY else f"{memory} {' '.join(found)}"
-        turns.append(OracleTurn(messages, memory, "update", takes_evidence=bool(found)))
+        turn = OracleTurn(
+            messages, memory, "update", takes_evidence=bool(found), from_empty=shown == NO_MEMORY
+        )
+        turns.append(turn)
     final = final_messages(sample.question, memory, prompts)
     turns.append(OracleTurn(final, f"\\boxed{{{_shortest(sample.answers)}}}", "final"))
     return turns
@@ -186,6 +190,7 @@ def oracle_rows(
     update_share: float = 1.0,
     section_first_share: float = 0.0,
     other_agents: Sequence[MemAgent] = (),
+    keep_empty_updates: bool = False,
 ) -> list[TrainingRow]:
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
@@ -196,6 +201,8 @@ def oracle_rows(
     share of the updates that take in no evidence (``rng`` draws which; the rest of the
     episode is still run, so a kept row shows the memory state its place in the document
     gives): a long document then costs a few rows, not one per section.
+    ``keep_empty_updates`` exempts the updates shown empty notes from that draw: where a model
+    writes a made-up answer before any evidence (stage 2a did so in the section-first order).
     ``section_first_share`` > 0 builds that share of the episodes (drawn per sample) in the
     section-first order (``MemAgentConfig.section_first``), so one adapter learns both orders;
     0 keeps the agent's own order and draws nothing. ``other_agents`` (the same prompts and
@@ -213,7 +220,7 @@ def oracle_rows(
             oracle_episode(reader, sample, noise_rate, rng, claim_rate, section_first=order)
         )
         for index, turn in enumerate(turns):
-            if _dropped(turn, update_share, rng):
+            if not (keep_empty_updates and turn.from_empty) and _dropped(turn, update_share, rng):
                 continue
             cap = (
                 reader.config.final_tokens if turn.kind == "final" else reader.config.memory_tokens

@@ -225,6 +225,7 @@ class Trainer:
             update_share=run.update_share,
             section_first_share=run.section_first_share,
             other_agents=[self.oracle_agent(size) for size in run.chunk_choices],
+            keep_empty_updates=run.keep_empty_updates,
         )
         prepare_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
