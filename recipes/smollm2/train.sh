@@ -65,9 +65,24 @@ else
     rm -rf recipes/smollm2/stages/sft2a && cp -r "$RUNS/sft2a/adapter" recipes/smollm2/stages/sft2a
   fi
 fi
-# Stage 2b: GRPO on state-reset episodes from the memory states stage 2a reached (states.sh
-# reads 18 long training documents with it first, about 35 minutes, resumable)
+# Stage 2b: GRPO on state-reset episodes from the memory states stage 2a reached (committed in
+# recipes/smollm2/states/; without them states.sh reads 18 long training documents in the
+# paper's order and 24 8K ones section-first with it, about 50 minutes, resumable). A run an
+# earlier session stopped and saved (snapshot.py save grpo2b) goes on from its last step.
 if finished sft2a || [ -d recipes/smollm2/stages/sft2a ]; then
-  [ -f recipes/smollm2/data/states2b.jsonl ] || recipes/smollm2/states.sh
+  [ -f recipes/smollm2/states/states2b.jsonl ] || KINDS=arrival recipes/smollm2/states.sh
+  [ -f recipes/smollm2/states/states2c.jsonl ] ||
+    STATES=states2c SECTION_FIRST=1 KINDS=arrival recipes/smollm2/states.sh
+  .venv/bin/python recipes/smollm2/snapshot.py restore grpo2b
   stage grpo2b
+fi
+# Stage 2c: SFT from stage 2a on composed wordings, docstring prose and every update from
+# empty notes (24 steps of 8 questions, about 3.5 min each)
+if [ -d recipes/smollm2/stages/sft2c ] && [ ! -d "$RUNS/sft2c" ] && [ "${RETRAIN:-0}" != 1 ]; then
+  echo "train.sh: stage 2c's adapter is committed (recipes/smollm2/stages/sft2c): not run again"
+else
+  stage sft2c
+  if finished sft2c; then
+    rm -rf recipes/smollm2/stages/sft2c && cp -r "$RUNS/sft2c/adapter" recipes/smollm2/stages/sft2c
+  fi
 fi
