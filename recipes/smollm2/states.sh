@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# State-reset samples for stage 2b (issue 26): stage 2a's adapter reads the long training
-# documents of recipes/smollm2/data/states2b with `eval run` (resumable), and
+# State-reset samples for stage 2b (issue 26): an adapter reads the training documents of
+# recipes/smollm2/data/$STATES (every set in it) with `eval run` (resumable), and
 # state_reset.py turns the memory states of its traces into samples
-# (recipes/smollm2/data/states2b.jsonl). About 35 minutes on 2 cores.
+# (recipes/smollm2/states/$STATES.jsonl, committed: a GRPO stage that resumes in another clone
+# needs the very samples it started on).
 #   recipes/smollm2/states.sh [ADAPTER.gguf]   # default: stage 2a's, exported
+#   STATES=states2b (default): 16K-32K documents in the paper's order, about 35 minutes;
+#   STATES=states2c SECTION_FIRST=1: 8K documents in the section-first order, about 13 minutes.
+#   KINDS=arrival keeps only the states where the needle's section comes (state_reset.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 adapter=${1:-recipes/smollm2/runs/sft2a/adapter.gguf}
+states=${STATES:-states2b}
+flags=()
+if [ "${SECTION_FIRST:-0}" = 1 ]; then flags+=(--section-first); fi
 runs=()
-for set in niah_single_2 niah_single_1 wiki; do
-  out=recipes/smollm2/runs/states2b/$set
-  .venv/bin/longread eval run --data "recipes/smollm2/data/states2b/$set" --agent memagent \
-    --adapter "$adapter" --out "$out" --concurrency 1 --no-progress
+for data in "recipes/smollm2/data/$states"/*/; do
+  out=recipes/smollm2/runs/$states/$(basename "$data")
+  .venv/bin/longread eval run --data "$data" --agent memagent --adapter "$adapter" \
+    "${flags[@]}" --out "$out" --concurrency 1 --no-progress
   runs+=("$out")
 done
-.venv/bin/python recipes/smollm2/state_reset.py "${runs[@]}" --out recipes/smollm2/data/states2b.jsonl
+.venv/bin/python recipes/smollm2/state_reset.py "${runs[@]}" --kinds "${KINDS:-arrival,carry}" \
+  --out "recipes/smollm2/states/$states.jsonl"
