@@ -137,6 +137,18 @@ def test_ruler_wording_words_the_needle_and_refuses_an_ambiguous_one(tokenizer_j
     assert "wording 'plain' names no key" in stderr
 
 
+def test_chains_writes_each_length_and_order(tokenizer_json, tmp_path):
+    common = ["--lengths", "2000", "--n", "2", "--tokenizer", str(tokenizer_json)]
+    for order in ("reversed", "forward"):
+        code, _, stderr = data("chains", "--order", order, *common, "--out", str(tmp_path))
+        assert code == 0, stderr
+        samples = load_samples(tmp_path / f"chains_{order}_2000.jsonl")
+        assert len(samples) == 2 and {s.meta["order"] for s in samples} == {order}
+        assert all(s.answers[0] in s.meta["evidence"][0] for s in samples)
+    code, _, stderr = data("chains", "--haystack", "needles", *common, "--out", str(tmp_path))
+    assert code == 2 and "not needles" in stderr
+
+
 CHAT = "/v1/chat/completions"
 
 

@@ -1,4 +1,5 @@
-"""``longread data hotpotqa``, ``ruler`` and ``closed-book``: build evaluation sets as JSONL."""
+"""``longread data hotpotqa``, ``ruler``, ``chains`` and ``closed-book``: build evaluation
+sets as JSONL."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import click
 
 from ..data.builders import build_hotpotqa, build_hotpotqa_to_length
+from ..data.chains import CHAIN_WORDINGS, ORDERS, build_chains
 from ..data.hotpotqa import load_hotpotqa
 from ..data.loaders import save_samples
 from ..data.records import Sample
@@ -162,6 +164,56 @@ def ruler(task: str, lengths: list[int], n: int, seed: int, haystack: str | None
         for tokens in lengths:
             samples = build_ruler(task, tokens, n, seed, tokenizer, haystack, records, wording)
             _write(samples, Path(out), f"ruler_{task}_{tokens}")
+
+    run_or_exit(build())
+
+
+@data_group.command("chains")
+@click.option("--lengths", required=True, callback=_int_list, help="Token targets, e.g. 4096,8192.")
+@click.option(
+    "--n", type=click.IntRange(min=1), default=100, show_default=True, help="Samples per length."
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--order",
+    type=click.Choice(ORDERS),
+    default="reversed",
+    show_default=True,
+    help="reversed: the fact before the bridge that makes it matter (the task); forward: the "
+    "bridge first (the control a forward memory can do).",
+)
+@click.option(
+    "--wording",
+    type=click.Choice(CHAIN_WORDINGS),
+    default="train",
+    show_default=True,
+    help="Sentence templates: the training ones, or held-out ones no training set uses.",
+)
+@click.option(
+    "--distractors",
+    type=click.IntRange(0, 8),
+    default=3,
+    show_default=True,
+    help="Other chains (items, places, codes) in each document.",
+)
+@click.option(
+    "--haystack",
+    help="noise, noise-paragraphs, essay, or a text file to use as the essay [default: essay].",
+)
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@tokenizer_option
+def chains(lengths: list[int], n: int, seed: int, order: str, wording: str, distractors: int,
+           haystack: str | None, out: str, tokenizer_path: str | None) -> None:  # fmt: skip
+    """Two-hop chains whose fact comes before the bridge that makes it matter: the question
+    names an item, the bridge sends it to a place, the fact gives the place's code."""
+
+    async def build() -> None:
+        tokenizer = _tokenizer(tokenizer_path)
+        for tokens in lengths:
+            samples = build_chains(
+                tokens, n, seed, tokenizer, haystack, order, wording, distractors
+            )
+            _write(samples, Path(out), f"chains_{order}_{tokens}")
 
     run_or_exit(build())
 

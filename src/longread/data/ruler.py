@@ -64,7 +64,7 @@ def build_ruler(
         raise UsageError("n and length_tokens must be positive")
     if wording != "ruler" and task not in NIAH_TASKS:
         raise UsageError(f"task {task} has no needle wording to choose (got {wording!r})")
-    shared = _shared(task, length_tokens, seed, haystack, hotpotqa_records)
+    shared = make_shared(task, length_tokens, seed, haystack, hotpotqa_records)
     shared.wording = wording
     samples: list[Sample] = []
     hint: int | None = None
@@ -73,18 +73,19 @@ def build_ruler(
         draft = (
             niah_draft(task, shared, rng) if task in NIAH_TASKS else _DRAFTS[task](shared, rng, i)
         )
-        sample, hint = _fit(draft, task, i, shared, tokenizer, hint)
+        sample, hint = fit_draft(draft, task, i, shared, tokenizer, hint)
         samples.append(sample)
     return samples
 
 
-def _shared(
+def make_shared(
     task: str,
     target: int,
     seed: int,
     haystack: str | None,
-    records: Sequence[Mapping[str, Any]] | None,
+    records: Sequence[Mapping[str, Any]] | None = None,
 ) -> Shared:
+    """What every sample of one build shares; refuses a haystack the task cannot take."""
     if haystack is not None and task in _NO_HAYSTACK:
         raise UsageError(f"task {task} takes no haystack (got {haystack!r})")
     if haystack is None or haystack in HAYSTACKS:
@@ -97,9 +98,17 @@ def _shared(
     return Shared(seed, target, "essay", Path(haystack), records)
 
 
-def _fit(
-    draft: Draft, task: str, index: int, shared: Shared, tokenizer: Tokenizer, hint: int | None
+def fit_draft(
+    draft: Draft,
+    task: str,
+    index: int,
+    shared: Shared,
+    tokenizer: Tokenizer,
+    hint: int | None,
+    dataset: str = "ruler",
 ) -> tuple[Sample, int]:
+    """The sample of ``draft`` whose haystack size lands its tokens within 1% of the target
+    (at most the target), and that size (the next sample's search starts there)."""
     question_tokens = tokenizer.count(draft.question)
 
     def measure(size: int) -> int:
@@ -116,7 +125,7 @@ def _fit(
             "runs out at this length, or its steps are too coarse for this tokenizer)"
         )
     meta = {
-        "dataset": "ruler",
+        "dataset": dataset,
         "task": task,
         "kind": draft.kind,
         "length": shared.target,
