@@ -264,8 +264,11 @@ class TrainConfig:
             raise UsageError("optim.old_logprobs must be 'auto', 'recompute' or 'sampler'")
         if self.run.objective not in ("grpo", "sft"):
             raise UsageError("run.objective must be 'grpo' or 'sft'")
-        if self.run.objective == "sft" and self.agent.name != "memagent":
-            raise UsageError("run.objective = 'sft' builds memagent episodes: agent.name memagent")
+        if self.run.objective == "sft" and self.agent.name not in ("memagent", "memreread"):
+            raise UsageError(
+                "run.objective = 'sft' builds memagent or memreread episodes: agent.name "
+                "memagent or memreread"
+            )
         if self.model.adapter and not self.model.lora:
             raise UsageError("model.adapter continues a LoRA: set model.lora = true")
         if self.rollout.engine not in ENGINES:

@@ -29,11 +29,12 @@ import asyncio
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..agents.memagent import NO_MEMORY, MemAgent, final_messages, update_messages
 from ..data.records import Sample
 from ..llm.base import Message
+from ..text.chunking import Chunk
 from .episodes import TrainingRow
 from .policy import Policy
 
@@ -88,33 +89,63 @@ async def oracle_episode(
     agent's config says)."""
     if section_first is None:
         section_first = agent.config.section_first
-    prompts = agent.config.prompts
-    evidence = evidence_sentences(sample)
     _, chunks = await agent.chunks(sample.question, sample.context)
-    rng = rng or random.Random(0)
+    reading = Reading(
+        sample.question, evidence_sentences(sample), sample.answers, section_first,
+        noise_rate, claim_rate,
+    )  # fmt: skip
+    turns, memory = oracle_pass(agent, chunks, reading, rng or random.Random(0))
+    turns.append(oracle_final(agent, sample.question, memory, sample.answers))
+    return turns
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one oracle pass reads for: its question, the sentences it keeps, the gold answers
+    (kept out of noisy notes and false claims), its order and its noise."""
+
+    question: str
+    evidence: list[str]
+    answers: list[str]
+    section_first: bool = False
+    noise_rate: float = 0.0
+    claim_rate: float = 0.0
+
+
+def oracle_pass(
+    agent: MemAgent, chunks: Sequence[Chunk], reading: Reading, rng: random.Random
+) -> tuple[list[OracleTurn], str]:
+    """The ideal update conversations over ``chunks`` and the notes they end with: each update
+    adds the evidence sentences its section holds (see ``oracle_episode``)."""
+    prompts = agent.config.prompts
     memory = NO_MEMORY
     read: list[str] = []  # filler sentences of the sections read so far, in order
     turns = []
     for chunk in chunks:
         shown = memory
-        if read and noise_rate > 0 and rng.random() < noise_rate:
+        if read and reading.noise_rate > 0 and rng.random() < reading.noise_rate:
             shown = _with_filler(memory, read, rng)
-        if read and claim_rate > 0 and rng.random() < claim_rate:
-            shown = _with_claim(shown, false_claim(sample.question, sample.answers, rng), rng)
+        if read and reading.claim_rate > 0 and rng.random() < reading.claim_rate:
+            claim = false_claim(reading.question, reading.answers, rng)
+            shown = _with_claim(shown, claim, rng)
         messages = update_messages(
-            sample.question, shown, chunk.text, prompts, section_first=section_first
+            reading.question, shown, chunk.text, prompts, section_first=reading.section_first
         )
-        read += _filler(chunk.text, evidence, sample.answers)
-        found = [s for s in evidence if s in chunk.text and s not in memory]
+        read += _filler(chunk.text, reading.evidence, reading.answers)
+        found = [s for s in reading.evidence if s in chunk.text and s not in memory]
         if found:
             memory = " ".join(found) if memory == NO_MEMORY else f"{memory} {' '.join(found)}"
         turn = OracleTurn(
             messages, memory, "update", takes_evidence=bool(found), from_empty=shown == NO_MEMORY
         )
         turns.append(turn)
-    final = final_messages(sample.question, memory, prompts)
-    turns.append(OracleTurn(final, f"\\boxed{{{_shortest(sample.answers)}}}", "final"))
-    return turns
+    return turns, memory
+
+
+def oracle_final(agent: MemAgent, question: str, memory: str, answers: Sequence[str]) -> OracleTurn:
+    """The ideal final call: the shortest gold answer, boxed."""
+    messages = final_messages(question, memory, agent.config.prompts)
+    return OracleTurn(messages, f"\\boxed{{{_shortest(answers)}}}", "final")
 
 
 def _filler(text: str, evidence: Sequence[str], answers: Sequence[str]) -> list[str]:
@@ -216,15 +247,11 @@ def oracle_rows(
         if section_first_share > 0:
             order = rng.random() < section_first_share
         reader = rng.choice([agent, *other_agents]) if other_agents else agent
-        turns = asyncio.run(
-            oracle_episode(reader, sample, noise_rate, rng, claim_rate, section_first=order)
-        )
+        turns = asyncio.run(_episode(reader, sample, noise_rate, rng, claim_rate, order))
         for index, turn in enumerate(turns):
             if not (keep_empty_updates and turn.from_empty) and _dropped(turn, update_share, rng):
                 continue
-            cap = (
-                reader.config.final_tokens if turn.kind == "final" else reader.config.memory_tokens
-            )
+            cap = _cap(reader, turn.kind)
             ids = [*policy.tokenizer.encode(turn.reply, add_special_tokens=False), eos]
             rows.append(
                 TrainingRow(
@@ -242,10 +269,38 @@ def oracle_rows(
     return rows
 
 
+async def _episode(
+    reader: MemAgent, sample: Sample, noise_rate: float, rng: random.Random, claim_rate: float,
+    section_first: bool | None,
+) -> list[OracleTurn]:  # fmt: skip
+    """The agent's oracle episode: MemReread's (oracle_reread.py) or MemAgent's."""
+    from ..agents.memreread import MemReread
+    from .oracle_reread import reread_episode
+
+    if isinstance(reader, MemReread):
+        if section_first is not None:
+            reader = type(reader)(
+                reader.backend,
+                reader.tokenizer,
+                replace(reader.config, section_first=section_first),
+            )
+        return await reread_episode(reader, sample, rng, noise_rate, claim_rate)
+    return await oracle_episode(reader, sample, noise_rate, rng, claim_rate, section_first)
+
+
+def _cap(reader: MemAgent, kind: str) -> int:
+    """The reply cap of a conversation of this kind (its ideal reply is learnt cut there)."""
+    if kind == "final":
+        return reader.config.final_tokens
+    if kind == "decide":
+        return reader.config.decide_tokens  # type: ignore[attr-defined]  # MemReread's
+    return reader.config.memory_tokens
+
+
 def _dropped(turn: OracleTurn, update_share: float, rng: random.Random) -> bool:
     """Whether an update without evidence is left out (``update_share`` < 1); the draw is
     made only then, so a share of 1 draws nothing and keeps earlier runs' noise draws."""
-    if update_share >= 1.0 or turn.kind == "final" or turn.takes_evidence:
+    if update_share >= 1.0 or turn.kind != "update" or turn.takes_evidence:
         return False
     return rng.random() >= update_share
 

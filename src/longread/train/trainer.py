@@ -249,12 +249,12 @@ class Trainer:
         }
 
     def oracle_agent(self, chunk_tokens: int | None = None) -> Any:
-        """The memagent whose prompts and caps the oracle episodes of an sft step use (cut at
-        ``chunk_tokens``, else at the config's chunk size)."""
+        """The agent (memagent or memreread) whose prompts and caps the oracle episodes of an
+        sft step use (cut at ``chunk_tokens``, else at the config's chunk size)."""
         config = agent_config(self.config, seed=None)
         if chunk_tokens is not None:
             config = replace(config, chunk_tokens=chunk_tokens)
-        return make_agent("memagent", self.backend, self.tokenizer, config)
+        return make_agent(self.config.agent.name, self.backend, self.tokenizer, config)
 
     def greedy_config(self) -> Any:
         """The agent config held-out evaluation runs with: greedy, same budgets."""

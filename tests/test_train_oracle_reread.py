@@ -1,0 +1,103 @@
+"""Oracle MemReread episodes (issue 28): the conversations of an ideal rereading reader are
+exactly the conversations MemReread has, so a warm start on them teaches its formats."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from longread.agents.memreread import MemReread, MemRereadConfig
+from longread.data.chains import build_chains
+from longread.data.loaders import load_samples, save_samples
+from longread.train.oracle_reread import reread_episode
+
+from .scripted import ScriptedBackend, WordTokenizer
+from .text_helpers import RegexTokenizer
+
+CONFIG = MemRereadConfig(chunk_tokens=250, memory_tokens=128, final_tokens=16)
+
+
+def episode(sample):
+    agent = MemReread(ScriptedBackend([]), WordTokenizer(), CONFIG)
+    return asyncio.run(reread_episode(agent, sample))
+
+
+def replay(sample, turns):
+    """MemReread itself, answering every call with the oracle's reply: what it sends."""
+    backend = ScriptedBackend([t.reply for t in turns])
+    run = asyncio.run(
+        MemReread(backend, WordTokenizer(), CONFIG).run(sample.question, sample.context)
+    )
+    return run, [messages for messages, _ in backend.requests]
+
+
+def test_a_reversed_chain_asks_the_hop_rereads_for_it_and_answers():
+    for sample in build_chains(2000, 3, 0, RegexTokenizer()):
+        turns = episode(sample)
+        fact, bridge = sample.meta["evidence"]
+        kinds = [t.kind for t in turns]
+        first_decide = kinds.index("decide")
+        root, rest = turns[:first_decide], turns[first_decide:]
+        assert {t.kind for t in root} == {"update"} and len(root) > 3
+        assert root[-1].reply == bridge  # a forward reader cannot know the fact mattered
+        assert rest[0].reply == f"<subquestion>{sample.meta['sub_question']}</subquestion>"
+        reread = [t for t in rest if t.kind == "update"]
+        assert len(reread) == len(root) and reread[-1].reply == fact
+        integrate = next(t for t in rest if t.kind == "integrate")
+        assert integrate.reply == f"{bridge} {fact}"
+        assert [t.kind for t in rest[-2:]] == ["decide", "final"]
+        assert rest[-2].reply == "<stop/>" and rest[-1].reply == f"\\boxed{{{sample.answers[0]}}}"
+        run, sent = replay(sample, turns)
+        assert sent == [t.messages for t in turns]  # the agent's own conversations, in order
+        assert run.answer == sample.answers[0]
+        assert [s.kind for s in run.steps].count("integrate") == 1
+
+
+def test_a_forward_chain_or_a_needle_stops_at_once():
+    """The bridge came first, so the root notes hold the answer: nothing to reread."""
+    for sample in build_chains(2000, 2, 1, RegexTokenizer(), order="forward"):
+        turns = episode(sample)
+        assert [t.kind for t in turns[-2:]] == ["decide", "final"]
+        assert [t.reply for t in turns if t.kind == "decide"] == ["<stop/>"]
+        run, sent = replay(sample, turns)
+        assert sent == [t.messages for t in turns] and run.answer == sample.answers[0]
+
+
+def test_sft_on_memreread_trains_its_decisions_and_integrations(tmp_path):
+    """`run.objective = "sft"` with agent memreread: the rows hold the decide and integrate
+    conversations too, each capped at its own budget, and a step lowers their loss."""
+    pytest.importorskip("torch")
+    from longread.train.config import TrainConfig
+    from longread.train.oracle import oracle_rows
+    from longread.train.trainer import METRICS_FILE
+
+    from .test_train_trainer import make_trainer
+    from .tiny_policy import build_tiny_policy_folder
+
+    model = build_tiny_policy_folder(tmp_path / "model")
+    data = tmp_path / "chains.jsonl"
+    save_samples(build_chains(1200, 2, 0, RegexTokenizer()), data)
+    raw = {
+        "model": {"path": str(model), "lora": False},
+        "agent": {"name": "memreread", "chunk_tokens": 250, "memory_tokens": 48,
+                  "final_tokens": 8, "options": {"decide_tokens": 12}},
+        "data": {"train": [str(data)]},
+        "rollout": {"questions": 2},
+        "optim": {"lr": 0.01, "micro_batch": 4},
+        "run": {"objective": "sft", "steps": 2, "seed": 3},
+    }  # fmt: skip
+    trainer = make_trainer(TrainConfig.from_dict(raw), tmp_path / "run")
+    rows = oracle_rows(trainer.oracle_agent(), trainer.policy, load_samples(data))
+    decode = trainer.policy.tokenizer.decode
+    decides = [decode(r.completion_ids) for r in rows if len(r.completion_ids) <= 12]
+    assert any(d.startswith("<subquestion>") for d in decides)
+    assert any(d.startswith("<stop/>") for d in decides)
+    assert any(
+        "integrate" in decode(r.prompt_ids) or "reread the whole document" in decode(r.prompt_ids)
+        for r in rows
+    )
+    trainer.run()
+    lines = [json.loads(x) for x in (trainer.out / METRICS_FILE).read_text().splitlines()]
+    assert lines[-1]["loss"] < lines[0]["loss"]  # both samples every step
