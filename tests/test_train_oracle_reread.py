@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 
 from longread.agents.memreread import MemReread, MemRereadConfig
 from longread.data.chains import build_chains
 from longread.data.loaders import load_samples, save_samples
+from longread.data.records import Sample
 from longread.train.oracle_reread import reread_episode
 
 from .scripted import ScriptedBackend, WordTokenizer
@@ -19,17 +21,26 @@ from .text_helpers import RegexTokenizer
 CONFIG = MemRereadConfig(chunk_tokens=250, memory_tokens=128, final_tokens=16)
 
 
-def episode(sample):
-    agent = MemReread(ScriptedBackend([]), WordTokenizer(), CONFIG)
-    return asyncio.run(reread_episode(agent, sample))
+NEEDLE_DOC = " ".join(
+    [f"Filler line {i} about the hills." for i in range(200)][:120]
+    + ["The special magic number is 4720519."]
+    + [f"Filler line {i} about the hills." for i in range(120, 200)]
+)
 
 
-def replay(sample, turns):
+def agent(config: MemRereadConfig = CONFIG) -> MemReread:
+    return MemReread(ScriptedBackend([]), WordTokenizer(), config)
+
+
+def episode(sample, config: MemRereadConfig = CONFIG):
+    return asyncio.run(reread_episode(agent(config), sample))
+
+
+def replay(sample, turns, config: MemRereadConfig = CONFIG):
     """MemReread itself, answering every call with the oracle's reply: what it sends."""
     backend = ScriptedBackend([t.reply for t in turns])
-    run = asyncio.run(
-        MemReread(backend, WordTokenizer(), CONFIG).run(sample.question, sample.context)
-    )
+    reader = MemReread(backend, WordTokenizer(), config)
+    run = asyncio.run(reader.run(sample.question, sample.context))
     return run, [messages for messages, _ in backend.requests]
 
 
@@ -55,13 +66,19 @@ def test_a_reversed_chain_asks_the_hop_rereads_for_it_and_answers():
         assert [s.kind for s in run.steps].count("integrate") == 1
 
 
-def test_a_forward_chain_or_a_needle_stops_at_once():
-    """The bridge came first, so the root notes hold the answer: nothing to reread."""
-    for sample in build_chains(2000, 2, 1, RegexTokenizer(), order="forward"):
-        turns = episode(sample)
+def test_a_forward_chain_a_chain_in_one_section_or_a_needle_stops_at_once():
+    """The bridge came first (or with the fact), or there is no hop: the root notes hold the
+    answer, and there is nothing to reread."""
+    whole = replace(CONFIG, chunk_tokens=2000)  # a 600-token chain is one section
+    forward = build_chains(2000, 2, 1, RegexTokenizer(), order="forward")
+    one_section = build_chains(600, 2, 2, RegexTokenizer(), distractors=0)
+    needle = Sample("n", "What is the special magic number?", NEEDLE_DOC, ["4720519"])
+    cases = [(s, CONFIG) for s in [*forward, needle]] + [(s, whole) for s in one_section]
+    for sample, config in cases:
+        turns = episode(sample, config)
         assert [t.kind for t in turns[-2:]] == ["decide", "final"]
         assert [t.reply for t in turns if t.kind == "decide"] == ["<stop/>"]
-        run, sent = replay(sample, turns)
+        run, sent = replay(sample, turns, config)
         assert sent == [t.messages for t in turns] and run.answer == sample.answers[0]
 
 
@@ -91,13 +108,12 @@ def test_sft_on_memreread_trains_its_decisions_and_integrations(tmp_path):
     trainer = make_trainer(TrainConfig.from_dict(raw), tmp_path / "run")
     rows = oracle_rows(trainer.oracle_agent(), trainer.policy, load_samples(data))
     decode = trainer.policy.tokenizer.decode
-    decides = [decode(r.completion_ids) for r in rows if len(r.completion_ids) <= 12]
-    assert any(d.startswith("<subquestion>") for d in decides)
-    assert any(d.startswith("<stop/>") for d in decides)
-    assert any(
-        "integrate" in decode(r.prompt_ids) or "reread the whole document" in decode(r.prompt_ids)
-        for r in rows
-    )
+    decides = [r for r in rows if "Decide whether the memory is enough" in decode(r.prompt_ids)]
+    replies = [decode(r.completion_ids) for r in decides]
+    assert all(len(r.completion_ids) <= 12 for r in decides)  # decide_tokens
+    assert any(d.startswith("<subquestion>") for d in replies)
+    assert any(d.startswith("<stop/>") for d in replies)
+    assert any("You reread the whole document" in decode(r.prompt_ids) for r in rows)
     trainer.run()
     lines = [json.loads(x) for x in (trainer.out / METRICS_FILE).read_text().splitlines()]
     assert lines[-1]["loss"] < lines[0]["loss"]  # both samples every step

@@ -109,13 +109,14 @@ for shuffle in 1 2 3 4; do
 done
 # Stage 2c (sft2c.toml): a new wording per sample (--wording composed) and technical prose
 # (the standard library's docstrings: the held-out text's genre, not its text), each prose
-# file a fresh shuffle so that documents do not share their first sections
+# file a fresh shuffle so that documents do not share their first sections. Sample ids are
+# task-length-index, so every set here has lengths no set of the same stage list uses.
 for shuffle in 1 2 3 4 5 6; do
   docs="$OUT/haystacks/docstrings-$shuffle.txt"
   [ -f "$docs" ] || .venv/bin/python recipes/smollm2/prose_haystacks.py docstrings "$docs" \
     --seed "$shuffle"
   build "$OUT/train2c/docstrings-$shuffle" ruler --task niah_single_2 \
-    --lengths "$((3000 + shuffle)),$((8000 + shuffle))" --n 4 \
+    --lengths "$((3010 + shuffle)),$((8010 + shuffle))" --n 4 \
     --seed "$((2200 + shuffle))" --wording composed --haystack "$docs"
 done
 for shuffle in 5 6 7 8; do
@@ -123,14 +124,14 @@ for shuffle in 5 6 7 8; do
   [ -f "$wiki" ] || .venv/bin/python recipes/smollm2/prose_haystacks.py wiki "$HOTPOTQA" \
     recipes/smollm2/hotpotqa_eval_ids.txt "$wiki" --seed "$shuffle"
   build "$OUT/train2c/wiki-$shuffle" ruler --task niah_single_2 \
-    --lengths "$((3000 + shuffle)),$((8000 + shuffle))" --n 4 \
+    --lengths "$((3020 + shuffle)),$((8020 + shuffle))" --n 4 \
     --seed "$((2200 + shuffle))" --wording composed --haystack "$wiki"
 done
-build "$OUT/train2c/niah_single_2" ruler --task niah_single_2 --lengths 4000,8000,16000 --n 8 \
+build "$OUT/train2c/niah_single_2" ruler --task niah_single_2 --lengths 4003,8003,16003 --n 8 \
   --seed 2211 --wording composed
-build "$OUT/train2c/niah_single_1" ruler --task niah_single_1 --lengths 3000,8000 --n 6 \
+build "$OUT/train2c/niah_single_1" ruler --task niah_single_1 --lengths 3003,8003 --n 6 \
   --seed 2212 --wording composed --haystack noise-paragraphs
-build "$OUT/train2c/niah_multikey_1" ruler --task niah_multikey_1 --lengths 6000 --n 10 \
+build "$OUT/train2c/niah_multikey_1" ruler --task niah_multikey_1 --lengths 6003 --n 10 \
   --seed 2213 --wording composed
 # Held-out checks of the stage (seeds 1007-1009: not evaluation seeds, not trained): unseen
 # wordings in an unseen real-prose haystack, and long needles

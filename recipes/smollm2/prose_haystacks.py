@@ -5,7 +5,8 @@
   shuffled with a seed. A file haystack always starts at the file's first word, so each
   training set gets its own shuffle (``--seed``), or every document would share one prefix.
 - ``docstrings``: the prose paragraphs of the standard library's own docstrings
-  (``inspect.getdoc`` of every public module, class and function; Python 3.11 here),
+  (``inspect.getdoc`` of every public module, class and function; Python 3.11 here, and
+  another Python version gives another text, so a set built elsewhere may differ),
   shuffled with a seed: technical prose of the held-out text's genre, but not its text (no
   paragraph that shares eight words in a row with the held-out file).
 - ``heldout``: the prose paragraphs of Python's own reference documentation

@@ -72,9 +72,7 @@ def states(trace: dict, sample, rng: random.Random) -> list[dict]:
 
 
 def _state(sample, kind: str, notes: str, sections: list[str], section_first: bool) -> dict:
-    meta = {**sample.meta, "memory": notes, "state": kind}
-    if section_first:
-        meta["section_first"] = True
+    meta = {**sample.meta, "memory": notes, "state": kind, "section_first": section_first}
     return {
         "id": f"{sample.id}-{kind}" + ("-sf" if section_first else ""),
         "question": sample.question,
@@ -93,6 +91,9 @@ def main() -> None:
         "--kinds", default="arrival,carry", help="which states to keep (comma-separated)"
     )
     args = parser.parse_args()
+    kinds = args.kinds.split(",")
+    if not kinds or not set(kinds) <= {"arrival", "carry"}:
+        sys.exit(f"state_reset.py: --kinds takes arrival and/or carry, not {args.kinds!r}")
     rng = random.Random(args.seed)
     rows = []
     for run in args.runs:
@@ -106,7 +107,7 @@ def main() -> None:
         for (sample_id,) in done:
             trace = json.loads((run / "traces" / f"{sample_id}.json").read_text())
             rows += states(trace, samples[sample_id], rng)
-    rows = [r for r in rows if r["meta"]["state"] in args.kinds.split(",")]
+    rows = [r for r in rows if r["meta"]["state"] in kinds]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     kinds = [r["meta"]["state"] for r in rows]

@@ -18,7 +18,7 @@ runs=()
 for data in "recipes/smollm2/data/$states"/*/; do
   out=recipes/smollm2/runs/$states/$(basename "$data")
   .venv/bin/longread eval run --data "$data" --agent memagent --adapter "$adapter" \
-    "${flags[@]}" --out "$out" --concurrency 1 --no-progress
+    ${flags[@]+"${flags[@]}"} --out "$out" --concurrency 1 --no-progress
   runs+=("$out")
 done
 .venv/bin/python recipes/smollm2/state_reset.py "${runs[@]}" --kinds "${KINDS:-arrival,carry}" \

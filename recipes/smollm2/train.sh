@@ -80,7 +80,7 @@ fi
 # empty notes (24 steps of 8 questions, about 3.5 min each)
 if [ -d recipes/smollm2/stages/sft2c ] && [ ! -d "$RUNS/sft2c" ] && [ "${RETRAIN:-0}" != 1 ]; then
   echo "train.sh: stage 2c's adapter is committed (recipes/smollm2/stages/sft2c): not run again"
-else
+elif finished grpo2b; then  # a session stopped inside 2b (STOP_AFTER) goes on with 2b first
   stage sft2c
   if finished sft2c; then
     rm -rf recipes/smollm2/stages/sft2c && cp -r "$RUNS/sft2c/adapter" recipes/smollm2/stages/sft2c

@@ -4,10 +4,11 @@ form), so that no sentence shape recurs often enough to be learnt in place of th
 copy into the notes whatever the section says about what the question asks.
 
 Keyed wordings name the key; key-less ones name a place instead ("the north vault"), so the
-question still points at one sentence. The parts keep clear of every held-out wording's
-features (``_niah.HELDOUT_WORDINGS``): no possessive, no "reads", no clause between noun and
-value, no imperative or condition, and none of their nouns (shelf, ledger, archive,
-catalogue, harbour, radio). ``tests/test_builders.py`` checks that.
+question still points at one sentence. The parts keep clear of the held-out wordings'
+features (``_niah.HELDOUT_WORDINGS``): no possessive key, no "reads", no non-restrictive
+clause set off by commas between noun and value, no conditional instruction ("should X
+fail, dial V"), and none of their nouns (shelf, ledger, archive, catalogue, harbour, radio).
+``tests/test_builders.py`` checks the words.
 """
 
 from __future__ import annotations
@@ -61,7 +62,10 @@ def compose(rng: random.Random, value_type: str, keyed: bool) -> tuple[str, str,
     question, question_all = rng.choice(QUESTIONS)
     key = "{key}" if keyed else rng.choice(PLACES)
     keys = "{keys}" if keyed else key
-    needle = _sentence(rng.choice(OPENINGS), _fill(shape, thing, things, key))
+    opening = rng.choice(OPENINGS)
+    if shape.startswith("{Thing}"):  # a label ("Lucky code for K: V."), not a sentence
+        opening = ""
+    needle = _sentence(opening, _fill(shape, thing, things, key))
     return (
         needle,
         _capital(_fill(question, thing, things, key)),

@@ -3,8 +3,9 @@ MemReread's own prompts and tags, for the warm start of its formats.
 
 The root pass keeps what a forward reader can know matters when it reads it: for a reversed
 two-hop chain (``longread data chains``) that is the bridge only ("The amber parcel was sent
-to Warehouse Delta."), since the place's code came before anything tied it to the question;
-for every other sample, its evidence as ``oracle.py`` has it. Then:
+to Warehouse Delta."), since the place's code came in an earlier section than anything that
+tied it to the question (in the same section, both are kept); for every other sample, its
+evidence as ``oracle.py`` has it. Then:
 
 - **decide**: ``<stop/>`` when the notes hold a gold answer, else the sample's sub-question
   (``meta["sub_question"]``: "What is the door code of Warehouse Delta?") in
@@ -31,12 +32,19 @@ from ..text.chunking import Chunk
 from .oracle import OracleTurn, Reading, evidence_sentences, oracle_final, oracle_pass
 
 
-def root_evidence(sample: Sample) -> list[str]:
-    """What the root pass keeps: a reversed chain's bridge only; else all the evidence."""
+def root_evidence(sample: Sample, chunks: Sequence[Chunk]) -> list[str]:
+    """What the root pass keeps: a reversed chain's bridge only when its fact came in an
+    earlier section; else all the evidence."""
     evidence = evidence_sentences(sample)
     if sample.meta.get("dataset") == "chains" and sample.meta.get("order") == "reversed":
-        return evidence[1:]  # [fact, bridge] -> [bridge]
+        fact, bridge = evidence[:2]
+        if _section_of(fact, chunks) < _section_of(bridge, chunks):
+            return [bridge]
     return evidence
+
+
+def _section_of(sentence: str, chunks: Sequence[Chunk]) -> int:
+    return next((i for i, chunk in enumerate(chunks) if sentence in chunk.text), len(chunks))
 
 
 async def reread_episode(
@@ -53,7 +61,7 @@ async def reread_episode(
     config = agent.config
     _, chunks = await agent.chunks(sample.question, sample.context)
     root = Reading(
-        sample.question, root_evidence(sample), list(sample.answers), config.section_first,
+        sample.question, root_evidence(sample, chunks), list(sample.answers), config.section_first,
         noise_rate, claim_rate,
     )  # fmt: skip
     turns, memory = oracle_pass(agent, chunks, root, rng)

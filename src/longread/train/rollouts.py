@@ -149,6 +149,8 @@ async def _run_all(
     async def one(sample: Sample, group: int, k: int) -> Run:
         seed = rollout_seed(config.run.seed, number, group, k)
         order = sample.meta.get("section_first")
+        if order is not None and config.agent.name != "memagent":
+            raise UsageError(f"sample {sample.id} names a reading order: memagent only")
         options = agent_config(config, seed=seed, section_first=order)
         agent = make_agent(config.agent.name, backend, tokenizer, options, record_tokens=True)
         start = sample.meta.get("memory")
