@@ -7,6 +7,7 @@
 # this script after an interruption and it carries on where it stopped. Cells run in order of
 # importance (the adapter's first, then the base model's and the baselines' on the trained tasks,
 # then theirs on the untrained one); CELLS=adapter (or base, or baselines) runs one group only;
+# CELLS=agents the three memory agents on two-hop chains (issue 28);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -64,6 +65,10 @@ sets() {  # build every set once, seed 0 (training sets use seeds from 1001)
     $LONGREAD data ruler --task niah_single_2 --lengths 65536 --n "$N64" --seed 0 --out "$DATA"
   held_out unseen-ledger niah_single_2 heldout-ledger
   held_out unseen-harbour niah_single_1 heldout-harbour
+  for order in reversed forward; do  # issue 28: two-hop chains, the task rereading is for
+    [ -f "$DATA/chains_${order}_8192.jsonl" ] ||
+      $LONGREAD data chains --order "$order" --lengths 8192 --n "$N" --seed 0 --out "$DATA"
+  done
 }
 
 held_out() {  # held_out NAME TASK WORDING: a held-out wording in the held-out prose, 8K
@@ -162,6 +167,14 @@ for stage in ${STAGES:-}; do
   for length in "${LENGTHS[@]}" 32768 65536; do cell memagent "$stage" ruler_niah_single_2 "$length"; done
   cell memagent "$stage" ruler_niah_single_2 8192 section-first
 done
+# Issue 28: the three memory agents on reversed two-hop chains and their forward control, 8K
+# (CELLS=agents); the model as released first: the floor a trained agent must beat
+if want agents; then
+  for set in chains_reversed chains_forward; do
+    for agent in memagent memreread rememr1; do cell "$agent" base "$set" 8192; done
+  done
+  cell memagent adapter chains_reversed 8192
+fi
 trap - EXIT
 record_session
 
