@@ -115,3 +115,4 @@ def test_a_steps_record_gives_the_reward_spread_grpo_learns_from() -> None:
     record = reward_record([group([1, 1, 1, 1]), group([0, 1, 0, 1])])
     assert record["reward_group_std"] == pytest.approx(0.25)
     assert record["reward"] == pytest.approx(0.75)
+    assert record["group_accuracy"] == [1.0, 0.5]

@@ -214,11 +214,14 @@ def rollout_rows(config: TrainConfig, rollouts: Rollouts) -> tuple[list[Training
 
 def reward_record(credit: Sequence[GroupCredit]) -> dict[str, float]:
     """The mean reward, its mean spread within groups (GRPO learns only from that spread: a
-    group whose rollouts all score alike adds nothing however high its mean) and accuracy."""
+    group whose rollouts all score alike adds nothing however high its mean), accuracy, and
+    each group's accuracy in the order of the step's ``samples`` (which kinds of state it
+    learns on)."""
     return {
         "reward": fmean(r for c in credit for r in c.rewards),
         "reward_group_std": fmean(pstdev(c.rewards) for c in credit),
         "accuracy": fmean(r for c in credit for r in c.correct),
+        "group_accuracy": [fmean(c.correct) for c in credit],
     }
 
 
