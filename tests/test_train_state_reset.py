@@ -51,7 +51,7 @@ def test_a_sample_can_ask_for_the_section_first_order(tiny_model: Path, tmp_path
     """States reached in the section-first order are rolled out in that order, beside samples
     in the config's own (paper) order, in one step."""
     rows = two_chunk_samples(2)
-    rows[0]["meta"] = {"section_first": True}
+    rows[0]["meta"] = {"section_first": True, "memory": START}  # a state reached that way
     raw = tiny_config(tiny_model, write(tmp_path / "train.jsonl", rows), steps=1)
     raw["optim"]["minibatches"] = 1
     raw["reward"]["keep_degenerate"] = True
@@ -65,6 +65,8 @@ def test_a_sample_can_ask_for_the_section_first_order(tiny_model: Path, tmp_path
         prompt = tokenizer.decode(row.prompt_ids)
         section_comes_first = prompt.index("Section:") < prompt.index("Problem:")
         assert section_comes_first == (row.group == "q0")
+        if row.step == 0:
+            assert (START in prompt) == (row.group == "q0")
 
 
 def test_refill_replaces_a_degenerate_group_with_a_new_question(
