@@ -140,6 +140,7 @@ def chain_draft(
         "order": order,
         "wording": wording,
         "item": items[0],
+        "attribute": attribute,  # the kind of code every chain of the sample states
         "bridge_entity": places[0],
         "evidence": evidence,  # the fact, then the bridge
         "fact_depth": own[0],

@@ -18,6 +18,8 @@ from ..agents.prompts import DEFAULT_PROMPT_SET
 from ..errors import UsageError
 from ..llm.base import TRAINING_SAMPLING
 
+MEMORY_AGENTS = ("memagent", "memreread", "rememr1")  # the agents sft has oracle episodes of
+
 # Who samples the rollouts (see engines.py); here so that checking a config needs no torch.
 ENGINES = ("transformers", "llamacpp")
 
@@ -264,11 +266,13 @@ class TrainConfig:
             raise UsageError("optim.old_logprobs must be 'auto', 'recompute' or 'sampler'")
         if self.run.objective not in ("grpo", "sft"):
             raise UsageError("run.objective must be 'grpo' or 'sft'")
-        if self.run.objective == "sft" and self.agent.name not in ("memagent", "memreread"):
+        if self.run.objective == "sft" and self.agent.name not in MEMORY_AGENTS:
             raise UsageError(
-                "run.objective = 'sft' builds memagent or memreread episodes: agent.name "
-                "memagent or memreread"
+                "run.objective = 'sft' builds oracle episodes of a memory agent: agent.name "
+                "memagent, memreread or rememr1"
             )
+        if self.run.section_first_share > 0 and self.agent.name == "rememr1":
+            raise UsageError("run.section_first_share: rememr1 has no section-first order")
         if self.model.adapter and not self.model.lora:
             raise UsageError("model.adapter continues a LoRA: set model.lora = true")
         if self.rollout.engine not in ENGINES:

@@ -273,9 +273,15 @@ async def _episode(
     reader: MemAgent, sample: Sample, noise_rate: float, rng: random.Random, claim_rate: float,
     section_first: bool | None,
 ) -> list[OracleTurn]:  # fmt: skip
-    """The agent's oracle episode: MemReread's (oracle_reread.py) or MemAgent's."""
+    """The agent's oracle episode: MemReread's (oracle_reread.py), ReMemR1's
+    (oracle_rememr1.py: none when its recall would miss) or MemAgent's."""
     from ..agents.memreread import MemReread
+    from ..agents.rememr1 import ReMemR1
+    from .oracle_rememr1 import rememr1_episode
     from .oracle_reread import reread_episode
+
+    if isinstance(reader, ReMemR1):
+        return await rememr1_episode(reader, sample) or []
 
     if isinstance(reader, MemReread):
         if section_first is not None:

@@ -1,0 +1,117 @@
+"""Oracle ReMemR1 episodes (issue 28): an ideal reader that looks back. Replayed through
+ReMemR1 itself, its replies give exactly its conversations, well formed, and its recall
+brings back the fact the bridge needs."""
+
+from __future__ import annotations
+
+import asyncio
+
+from longread.agents.rememr1 import ReMemR1, ReMemR1Config
+from longread.data.chains import build_chains
+from longread.trace import FORMAT_ERROR
+from longread.train.oracle_rememr1 import rememr1_episode
+
+from .scripted import ScriptedBackend, WordTokenizer
+from .test_train_oracle_reread import NEEDLE_DOC
+from .text_helpers import RegexTokenizer
+
+CONFIG = ReMemR1Config(chunk_tokens=250, memory_tokens=160, final_tokens=16)
+
+
+def episode(sample):
+    agent = ReMemR1(ScriptedBackend([]), WordTokenizer(), CONFIG)
+    return asyncio.run(rememr1_episode(agent, sample))
+
+
+def replay(sample, turns):
+    backend = ScriptedBackend([t.reply for t in turns])
+    run = asyncio.run(
+        ReMemR1(backend, WordTokenizer(), CONFIG).run(sample.question, sample.context)
+    )
+    return run, [messages for messages, _ in backend.requests]
+
+
+def test_a_reversed_chain_notes_the_fact_in_passing_and_recalls_it_at_the_bridge():
+    samples = build_chains(2500, 6, 0, RegexTokenizer())
+    written = [(s, episode(s)) for s in samples]
+    assert sum(turns is not None for _, turns in written) >= 5
+    for sample, turns in written:
+        if turns is None:
+            continue
+        fact, bridge = sample.meta["evidence"]
+        run, sent = replay(sample, turns)
+        assert sent == [t.messages for t in turns]
+        assert run.answer == sample.answers[0]
+        assert not any(FORMAT_ERROR in s.flags for s in run.steps)
+        recalls = [s for s in run.steps if s.recall is not None]
+        if fact_and_bridge_apart(run, fact, bridge):
+            (recall,) = recalls  # asked once, at the bridge, naming its place
+            assert sample.meta["bridge_entity"] in recall.recall.query
+            assert fact in (recall.recall.memory or "")
+            assert bridge in recall.memory and fact not in recall.memory
+        else:
+            assert not recalls
+        updates = [s for s in run.steps if s.kind == "update"]
+        fact_step = next(i for i, s in enumerate(updates) if fact in prompt_section(s))
+        assert fact in updates[fact_step].memory  # noted in passing
+        if fact_and_bridge_apart(run, fact, bridge) and fact_step + 1 < len(updates):
+            assert fact not in updates[fact_step + 1].memory  # then dropped: nothing tied it
+
+
+def fact_and_bridge_apart(run, fact: str, bridge: str) -> bool:
+    sections = [prompt_section(s) for s in run.steps if s.kind == "update"]
+    at = [
+        next(i for i, text in enumerate(sections) if sentence in text)
+        for sentence in (fact, bridge)
+    ]
+    return at[0] < at[1]
+
+
+def prompt_section(step) -> str:
+    return step.messages[0]["content"].split("Section:\n", 1)[1]
+
+
+def test_forward_chains_and_needles_keep_the_evidence_and_recall_nothing():
+    from longread.data.records import Sample
+
+    samples = build_chains(2500, 3, 1, RegexTokenizer(), order="forward")
+    samples.append(Sample("n", "What is the special magic number?", NEEDLE_DOC, ["4720519"]))
+    for sample in samples:
+        turns = episode(sample)
+        run, sent = replay(sample, turns)
+        assert sent == [t.messages for t in turns] and run.answer == sample.answers[0]
+        assert not any(s.recall for s in run.steps)
+        assert not any(FORMAT_ERROR in s.flags for s in run.steps)
+
+
+def test_sft_rows_of_rememr1_hold_its_tags(tmp_path):
+    """`run.objective = "sft"` with agent rememr1 is accepted, and its rows teach the format:
+    every step an <update>, the bridge's step a <recall>."""
+    import pytest
+
+    pytest.importorskip("torch")
+    from longread.agents import make_agent, make_config
+    from longread.errors import UsageError
+    from longread.train.config import ModelSection, TrainConfig
+    from longread.train.oracle import oracle_rows
+    from longread.train.policy import PolicyBackend
+    from longread.train.session import load_policy, policy_tokenizer
+
+    from .tiny_policy import build_tiny_policy_folder
+
+    raw = {
+        "data": {"train": ["x.jsonl"]},
+        "agent": {"name": "rememr1"},
+        "run": {"objective": "sft"},
+    }
+    TrainConfig.from_dict(raw)
+    raw["run"]["section_first_share"] = 0.5
+    with pytest.raises(UsageError, match="no section-first order"):
+        TrainConfig.from_dict(raw)
+    policy = load_policy(ModelSection(path=str(build_tiny_policy_folder(tmp_path)), lora=False), 0)
+    config = make_config("rememr1", chunk_tokens=250, memory_tokens=200, final_tokens=16)
+    agent = make_agent("rememr1", PolicyBackend(policy), policy_tokenizer(policy), config)
+    rows = oracle_rows(agent, policy, build_chains(1500, 3, 0, RegexTokenizer()))
+    replies = [policy.tokenizer.decode(r.completion_ids) for r in rows if not r.is_final]
+    assert replies and all("<update>" in r and "</update>" in r for r in replies)
+    assert any("<recall>" in r for r in replies)
