@@ -158,3 +158,17 @@ build "$OUT/states2c/varied" ruler --task niah_single_2 --lengths 8001 --n 8 --s
   --wording varied
 build "$OUT/states2c/wiki" ruler --task niah_single_2 --lengths 8002 --n 6 --seed 2106 \
   --wording varied --haystack "$OUT/haystacks/wiki-2.txt"
+# Issue 28: warm starts of MemReread's and ReMemR1's formats (sft28r.toml, sft28m.toml):
+# two-hop chains, reversed (the hop must be asked or recalled) and forward (nothing to reread),
+# in the generated essay and in Wikipedia prose; training templates only (--wording heldout is
+# the unseen-wording check), seeds 2301 and up (evaluation sets use seed 0)
+build "$OUT/train28/chains-reversed" chains --order reversed --lengths 3000,6000 --n 24 \
+  --seed 2301
+build "$OUT/train28/chains-forward" chains --order forward --lengths 3001,6001 --n 8 --seed 2302
+build "$OUT/train28/chains-wiki" chains --order reversed --lengths 4000 --n 12 --seed 2303 \
+  --haystack "$OUT/haystacks/wiki-5.txt"
+build "$OUT/train28/niah_single_2" ruler --task niah_single_2 --lengths 4004 --n 12 \
+  --seed 2304 --wording varied
+build "$OUT/heldout28/chains-reversed" chains --order reversed --lengths 8192 --n 10 --seed 1010
+build "$OUT/heldout28/chains-heldout" chains --order reversed --lengths 8190 --n 10 --seed 1011 \
+  --wording heldout

@@ -68,7 +68,9 @@ async def rememr1_episode(agent: ReMemR1, sample: Sample) -> list[OracleTurn] | 
         reply = f"{reason}\n<update>{update}</update>"
         if query:
             reply += f"\n<recall>{query}</recall>"
-        turns.append(OracleTurn(messages, reply, "update", takes_evidence=bool(new or query)))
+        # noting a code in passing is evidence too: kept from run.update_share's draw
+        taken = bool(new or noted or query)
+        turns.append(OracleTurn(messages, reply, "update", takes_evidence=taken))
         # as ReMemR1 does: search the earlier memories first, then add this step's
         hits = history.search(query, config.recall_top_k, config.recall_threshold) if query else []
         recalled = format_recalled(hits)
