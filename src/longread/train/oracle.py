@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..agents.memagent import NO_MEMORY, MemAgent, final_messages, update_messages
+from ..agents.prompts import Prompts
 from ..data.records import Sample
 from ..llm.base import Message
 from ..text.chunking import Chunk
@@ -94,8 +95,9 @@ async def oracle_episode(
         sample.question, evidence_sentences(sample), sample.answers, section_first,
         noise_rate, claim_rate,
     )  # fmt: skip
-    turns, memory = oracle_pass(agent, chunks, reading, rng or random.Random(0))
-    turns.append(oracle_final(agent, sample.question, memory, sample.answers))
+    prompts = agent.config.prompts
+    turns, memory = oracle_pass(prompts, chunks, reading, rng or random.Random(0))
+    turns.append(oracle_final(prompts, sample.question, memory, sample.answers))
     return turns
 
 
@@ -113,11 +115,10 @@ class Reading:
 
 
 def oracle_pass(
-    agent: MemAgent, chunks: Sequence[Chunk], reading: Reading, rng: random.Random
+    prompts: Prompts | None, chunks: Sequence[Chunk], reading: Reading, rng: random.Random
 ) -> tuple[list[OracleTurn], str]:
     """The ideal update conversations over ``chunks`` and the notes they end with: each update
     adds the evidence sentences its section holds (see ``oracle_episode``)."""
-    prompts = agent.config.prompts
     memory = NO_MEMORY
     read: list[str] = []  # filler sentences of the sections read so far, in order
     turns = []
@@ -142,9 +143,11 @@ def oracle_pass(
     return turns, memory
 
 
-def oracle_final(agent: MemAgent, question: str, memory: str, answers: Sequence[str]) -> OracleTurn:
+def oracle_final(
+    prompts: Prompts | None, question: str, memory: str, answers: Sequence[str]
+) -> OracleTurn:
     """The ideal final call: the shortest gold answer, boxed."""
-    messages = final_messages(question, memory, agent.config.prompts)
+    messages = final_messages(question, memory, prompts)
     return OracleTurn(messages, f"\\boxed{{{_shortest(answers)}}}", "final")
 
 

@@ -64,7 +64,7 @@ async def reread_episode(
         sample.question, root_evidence(sample, chunks), list(sample.answers), config.section_first,
         noise_rate, claim_rate,
     )  # fmt: skip
-    turns, memory = oracle_pass(agent, chunks, root, rng)
+    turns, memory = oracle_pass(config.prompts, chunks, root, rng)
     history: list[tuple[str, str]] = []
     sub_question = sample.meta.get("sub_question")
     if not _answers(memory, sample.answers) and sub_question and config.max_reread > 0:
@@ -80,7 +80,7 @@ async def reread_episode(
         memory = integrated
     if config.max_reread > len(history):
         turns.append(_decide(agent, sample.question, memory, history, "<stop/>"))
-    turns.append(oracle_final(agent, sample.question, memory, sample.answers))
+    turns.append(oracle_final(config.prompts, sample.question, memory, sample.answers))
     return turns
 
 
@@ -108,8 +108,8 @@ def _reread(
     sentence of a chain)."""
     fact = evidence_sentences(sample)[:1]
     reading = Reading(sub_question, fact, list(sample.answers), agent.config.section_first)
-    turns, sub_memory = oracle_pass(agent, chunks, reading, rng)
-    final = oracle_final(agent, sub_question, sub_memory, sample.answers)
+    turns, sub_memory = oracle_pass(agent.config.prompts, chunks, reading, rng)
+    final = oracle_final(agent.config.prompts, sub_question, sub_memory, sample.answers)
     sub_answer = final.reply.removeprefix("\\boxed{").removesuffix("}")
     return [*turns, final], sub_memory, sub_answer
 

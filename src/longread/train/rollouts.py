@@ -212,7 +212,7 @@ def rollout_rows(config: TrainConfig, rollouts: Rollouts) -> tuple[list[Training
     return rows, dropped
 
 
-def reward_record(credit: Sequence[GroupCredit]) -> dict[str, float]:
+def reward_record(credit: Sequence[GroupCredit]) -> dict[str, Any]:
     """The mean reward, its mean spread within groups (GRPO learns only from that spread: a
     group whose rollouts all score alike adds nothing however high its mean), accuracy, and
     each group's accuracy in the order of the step's ``samples`` (which kinds of state it
