@@ -323,3 +323,30 @@ async def test_an_output_path_that_cannot_be_created_is_a_one_line_error(
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("longread: error: --markdown") and message in result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+async def test_an_exit_gate_run_reports_the_share_of_the_document_read(tmp_path):
+    """Every update ends with <exit/>: reading stops after the first chunk of each sample,
+    and the report's read column says so (it is absent for runs without the gate)."""
+    from dataclasses import replace
+
+    from longread.agents import make_agent, make_config
+
+    replies = dict.fromkeys(["b1", "b2"], "\\boxed{Paris} <exit/>")
+    answers = backend(replies, {})
+    config = make_config("memagent", exit_gate=True, chunk_tokens=300)
+    long = " ".join(f"Line {i} of a long document." for i in range(200))  # 1,200 words
+    samples = [replace(s, context=long) for s in TOY[4:]]
+
+    def gated(progress):
+        return make_agent("memagent", answers, answers.tokenizer, config, progress)
+
+    with open_store(tmp_path / "g", "memagent") as store:
+        await run_eval(samples, gated, store, 1, progress=False)
+    rows = load_runs([tmp_path / "g"])
+    assert all(r["chunks_read"] == 1 and r["chunks"] >= 4 for r in rows)
+    share = mean(1 / r["chunks"] for r in rows)
+    markdown = markdown_report(rows)
+    assert "| read |" in markdown
+    (cells,) = table_rows(markdown).values()
+    assert cells[-1] == f"{100 * share:.0f}%"

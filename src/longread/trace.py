@@ -45,6 +45,10 @@ NO_BOXED_ANSWER = "no_boxed_answer"  # final reply had no \boxed{...}
 ANSWER_TRUNCATED = "answer_truncated"  # final reply hit the token cap
 DECISION_TRUNCATED = "decision_truncated"  # a decide reply hit its token cap
 FORMAT_ERROR = "format_error"  # a required tag was missing or malformed; a fallback was used
+GATE_KEEP = "gate_keep"  # update gate: the reply was <keep/>, the memory was kept unwritten
+GATE_EXIT = "gate_exit"  # exit gate: the reply ended with <exit/>; reading stopped after it
+# exit gate: the reply ended with <exit/> before --min-read's share was read; reading went on
+GATE_EXIT_EARLY = "gate_exit_below_min_read"
 
 
 @dataclass

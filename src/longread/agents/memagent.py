@@ -13,14 +13,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..citations import Evidence, memory_evidence
+from ..errors import UsageError
 from ..llm.base import Message
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
-from ..trace import MEMORY_KEPT, MEMORY_TRUNCATED, Reread, Step
+from ..trace import (
+    FORMAT_ERROR,
+    GATE_EXIT,
+    GATE_EXIT_EARLY,
+    GATE_KEEP,
+    MEMORY_KEPT,
+    MEMORY_TRUNCATED,
+    Reread,
+    Step,
+)
 from .answer import keep_memory, memory_text, read_answer
 from .base import CallContext, Document, Reading, prepare_chunks
 from .budget import ChunkPlan, check_fits, plan_chunk
 from .config import SamplingConfig
+from .gates import read_gates
 from .multi import MultiQuestionAgent
 from .prompts import Prompts, render
 
@@ -41,10 +52,16 @@ class MemAgentConfig(SamplingConfig):
     # prompt prefix, which a prefix cache (the embedded model's kept state, vLLM's automatic
     # prefix caching) computes once: see ``MemAgent.run_many`` (agents/multi.py).
     section_first: bool = False
+    # Text-controlled gates (issue 29, agents/gates.py); off is the papers' behaviour.
+    update_gate: bool = False  # a reply may be <keep/>: the memory stays, unwritten
+    exit_gate: bool = False  # a reply may end with <exit/>: stop reading, answer
+    min_read: float = 0.0  # share of the chunks read before an <exit/> is honoured
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.require_positive("chunk_tokens", "memory_tokens", "final_tokens")
+        if not 0.0 <= self.min_read <= 1.0:
+            raise UsageError("min_read is a share of the document: between 0 and 1")
 
 
 def update_messages(
@@ -54,11 +71,19 @@ def update_messages(
     prompts: Prompts | None,
     *,
     section_first: bool = False,
+    update_gate: bool = False,
+    exit_gate: bool = False,
 ) -> list[Message]:
     """The memory-rewrite conversation: problem, memory, section, instruction (the paper's
-    order), or with ``section_first`` the section, then problem, memory and instruction."""
+    order), or with ``section_first`` the section, then problem, memory and instruction; each
+    gate that is on adds its sentence at the end (agents/gates.py)."""
     name = "memagent_update_section_first" if section_first else "memagent_update"
     text = render(name, prompts, question=question, memory=memory, chunk=chunk)
+    switches = (("memagent_update_gate", update_gate), ("memagent_exit_gate", exit_gate))
+    gates = [gate for gate, on in switches if on]
+    if gates:  # off, the prompt is the paper's to the byte
+        lines = [text.rstrip("\n"), *(render(g, prompts).rstrip("\n") for g in gates)]
+        text = "\n\n".join(lines) + "\n"
     return [{"role": "user", "content": text}]
 
 
@@ -79,10 +104,12 @@ async def update_step(
     reread: Reread | None = None,
 ) -> Step:
     """One MemAgent turn: the reply (minus any <think>) replaces the memory; a reply with no
-    memory in it keeps the old one (flagged)."""
+    memory in it keeps the old one (flagged). Under the gates (agents/gates.py) a ``<keep/>``
+    keeps it too and an ending ``<exit/>`` is flagged for the reading loop to stop."""
     messages = update_messages(
-        question, memory, chunk.text, config.prompts, section_first=config.section_first
-    )
+        question, memory, chunk.text, config.prompts, section_first=config.section_first,
+        update_gate=config.update_gate, exit_gate=config.exit_gate,
+    )  # fmt: skip
     record = await ctx.call(
         "update",
         step,
@@ -93,9 +120,34 @@ async def update_step(
         phase=phase,
         reread=reread,
     )
-    keep_memory(record, memory_text(record), memory)
+    text = memory_text(record)
+    if config.update_gate or config.exit_gate:
+        gate = read_gates(text, config.update_gate, config.exit_gate)
+        record.flags += [
+            flag for flag, on in ((GATE_EXIT, gate.exit), (FORMAT_ERROR, gate.misplaced)) if on
+        ]
+        if gate.memory is None:
+            record.memory = memory
+            record.flags.append(GATE_KEEP)
+        else:
+            keep_memory(record, gate.memory, memory)
+    else:
+        keep_memory(record, text, memory)
     record.sources = ctx.provenance.on_update(memory, record.memory or memory, chunk)
     return record
+
+
+def stops_here(record: Step, config: MemAgentConfig, read: int, chunks: int) -> bool:
+    """Whether reading stops after this update: its reply ended with ``<exit/>`` and at least
+    ``min_read`` of the ``chunks`` are read (``read`` of them); an exit before that is
+    flagged and reading goes on."""
+    if GATE_EXIT not in record.flags:
+        return False
+    if read >= config.min_read * chunks:
+        return True
+    record.flags.remove(GATE_EXIT)
+    record.flags.append(GATE_EXIT_EARLY)
+    return False
 
 
 async def final_step(
@@ -171,7 +223,8 @@ class MemAgent(MultiQuestionAgent[MemAgentConfig]):
         steps.append(await final_step(ctx, self.config, question, memory, len(steps)))
         notes = run_notes(plan, steps, self.config.memory_tokens)
         evidence = answer_evidence(ctx, steps[-1], question, memory, chunks)
-        return Reading(steps, {"chunk_tokens_used": plan.chunk_tokens}, notes, evidence)
+        used = {"chunk_tokens_used": plan.chunk_tokens, **read_share(self.config, steps, chunks)}
+        return Reading(steps, used, notes, evidence)
 
     @property
     def shares_prefix(self) -> bool:
@@ -197,7 +250,10 @@ class MemAgent(MultiQuestionAgent[MemAgentConfig]):
             steps.append(await final_step(ctx, self.config, question, memory, len(steps)))
             notes = run_notes(plan, steps, self.config.memory_tokens)
             evidence = answer_evidence(ctx, steps[-1], question, memory, chunks)
-            used = {"chunk_tokens_used": plan.chunk_tokens}
+            used = {
+                "chunk_tokens_used": plan.chunk_tokens,
+                **read_share(self.config, steps, chunks),
+            }
             readings.append(Reading(steps, used, notes, evidence))
         return readings
 
@@ -229,6 +285,8 @@ async def read_with_memory(
         )
         memory = record.memory or memory
         steps.append(record)
+        if stops_here(record, config, offset + 1, len(chunks)):
+            break
     return memory, steps
 
 
@@ -244,17 +302,38 @@ async def read_chunk_major(
     and each question's memory and steps are exactly those of its own pass."""
     memories = [NO_MEMORY] * len(questions)
     steps: list[list[Step]] = [[] for _ in questions]
+    reading = [True] * len(questions)  # False once a question's exit gate stopped it
     for offset, chunk in enumerate(chunks):  # one chunk in memory at a time (spooled chunks)
         for i, (ctx, question) in enumerate(zip(contexts, questions, strict=True)):
+            if not reading[i]:
+                continue
             record = await update_step(ctx, config, question, memories[i], chunk, offset)
             memories[i] = record.memory or memories[i]
             steps[i].append(record)
+            reading[i] = not stops_here(record, config, offset + 1, len(chunks))
     return list(zip(memories, steps, strict=True))
+
+
+def read_share(
+    config: MemAgentConfig, steps: list[Step], chunks: Sequence[Chunk]
+) -> dict[str, int]:
+    """With the exit gate on, how much of the document the run read: ``chunks_read`` of
+    ``chunks`` (run config, ``--json``, eval reports); nothing with it off, as before."""
+    if not config.exit_gate:
+        return {}
+    read = sum(s.kind == "update" for s in steps)
+    return {"chunks_read": read, "chunks": len(chunks)}
 
 
 def run_notes(plan: ChunkPlan, steps: list[Step], memory_cap: int) -> list[str]:
     """Things the user should know about how the run went."""
     notes = [note] if (note := plan.note()) else []
+    stopped = next((s for s in steps if GATE_EXIT in s.flags), None)
+    if stopped is not None and stopped.chunk_index is not None:
+        notes.append(f"the exit gate stopped reading after chunk {stopped.chunk_index + 1}")
+    kept_unwritten = sum(GATE_KEEP in s.flags for s in steps)
+    if kept_unwritten:
+        notes.append(f"{kept_unwritten} update(s) said <keep/>: the memory was kept unwritten")
     cut = sum(MEMORY_TRUNCATED in s.flags for s in steps)
     if cut:
         notes.append(f"{cut} memory update(s) reached the {memory_cap}-token cap and were cut")

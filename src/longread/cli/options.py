@@ -174,10 +174,24 @@ def agent_options(func: Any) -> Any:
                           "different questions share a prefix that a prefix cache reuses "
                           "(several -q; eval samples sharing a document) [off: the paper's "
                           "order]."),
+        click.option("--update-gate", type=click.Choice(["on", "off"]), callback=_on_off,
+                     help="memagent/memreread: an update may reply <keep/> when its section "
+                          "adds nothing, and the memory stays unwritten [off: the papers']."),
+        click.option("--exit-gate", type=click.Choice(["on", "off"]), callback=_on_off,
+                     help="memagent/memreread: an update may end with <exit/> when the memory "
+                          "answers the question, and reading stops there [off: every chunk "
+                          "is read, as the papers do]."),
+        click.option("--min-read", type=click.FloatRange(0, 1),
+                     help="With --exit-gate on: the share of the document read before an "
+                          "<exit/> is honoured [0]."),
     ]  # fmt: skip
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def _on_off(ctx: click.Context, param: click.Parameter, value: str | None) -> bool | None:
+    return None if value is None else value == "on"
 
 
 def record_tokens_option(func: Any) -> Any:

@@ -31,7 +31,9 @@ _LEGEND = (
     "unboxed: answers given without \\boxed{}. "
     "calls, prompt tokens and seconds are means over the samples that finished. "
     "mem tok/update: new tokens per memory update (memory agents), over all the updates of the "
-    "finished samples; capped updates: the share of them cut at the memory cap (--memory-tokens)."
+    "finished samples; capped updates: the share of them cut at the memory cap (--memory-tokens). "
+    "read (runs with --exit-gate on only): the mean share of the document's chunks read before "
+    "the exit gate stopped reading."
 )
 
 _TIME_KEYS = ("wall_seconds", "backend_busy_seconds", "overhead_seconds")
@@ -304,6 +306,8 @@ def _table(rows: list[Row]) -> list[str]:
     columns += ["match_all"] if ruler else []
     columns += ["nulls", "failed", "unboxed", "calls", "prompt tokens", "mem tok/update"]
     columns += ["capped updates", "s/sample"]
+    gated = any(r.get("chunks_read") is not None for r in rows)  # exit gate: how much read
+    columns += ["read"] if gated else []
     lines = ["| " + " | ".join(columns) + " |"]
     lines.append("|" + "|".join("---" if c == "agent" else "---:" for c in columns) + "|")
     groups: dict[tuple[Any, str], list[Row]] = defaultdict(list)
@@ -311,6 +315,7 @@ def _table(rows: list[Row]) -> list[str]:
         groups[(row["context_length"], row["agent"])].append(row)
     for length, agent in sorted(groups, key=lambda k: (_length_key(k[0]), k[1])):
         cells = [_show_length(length), agent, *_cells(groups[(length, agent)], ruler)]
+        cells += [_read_share(groups[(length, agent)])] if gated else []
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -332,6 +337,15 @@ def _cells(rows: list[Row], ruler: bool) -> list[str]:
         _mean(done, "seconds", "{:.2f}"),
     ]
     return cells
+
+
+def _read_share(rows: list[Row]) -> str:
+    """The mean share of the document read, over the samples that recorded it (exit gate
+    on); "-" for the others."""
+    known = [r for r in rows if r["status"] == DONE and r.get("chunks_read") is not None]
+    if not known:
+        return "-"
+    return f"{100 * mean(r['chunks_read'] / r['chunks'] for r in known):.0f}%"
 
 
 def _update_cells(done: list[Row]) -> list[str]:

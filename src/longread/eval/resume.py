@@ -16,7 +16,12 @@ from ..errors import UsageError
 RESUME_KEYS = ("agent", "agent_config", "record_tokens", "data_hash")
 # Agent settings added since folders were first made, each with the value that does what the
 # longread before it did: a folder saved without one resumes as if it had that value.
-AGENT_SETTINGS_ADDED = {"section_first": False}
+AGENT_SETTINGS_ADDED = {
+    "section_first": False,
+    "update_gate": False,
+    "exit_gate": False,
+    "min_read": 0.0,
+}
 
 
 def check_resume(saved: dict[str, Any], new: dict[str, Any], run_dir: Path) -> bool:

@@ -411,6 +411,10 @@ def _cost(run: Run) -> dict[str, Any]:
     # Memory rewrites (update calls) apart: how much a memory agent writes per chunk, and how
     # often it hits its cap, is what a trained memory changes.
     updates = [step for step in run.steps if step.kind == "update"]
+    # With the exit gate on, how much of the document was read (the report's "read" column).
+    read = {}
+    if "chunks_read" in run.config:
+        read = {"chunks_read": run.config["chunks_read"], "chunks": run.config["chunks"]}
     return {
         "calls": run.calls,
         "prompt_tokens": run.prompt_tokens,
@@ -419,6 +423,7 @@ def _cost(run: Run) -> dict[str, Any]:
         "updates": len(updates),
         "update_tokens": sum(step.completion_tokens for step in updates),
         "updates_truncated": sum(MEMORY_TRUNCATED in step.flags for step in updates),
+        **read,
     }
 
 

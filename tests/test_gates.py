@@ -1,0 +1,143 @@
+"""memagent's update and exit gates (issue 29): strict parsing, reading stops where the reply
+says so (not before --min-read), the papers' behaviour with the gates off."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from longread.agents.gates import read_gates
+from longread.agents.memagent import NO_MEMORY, MemAgent, MemAgentConfig
+from longread.errors import UsageError
+from longread.llm.base import Message
+from longread.text.chunking import Chunk
+from longread.trace import FORMAT_ERROR, GATE_EXIT, GATE_EXIT_EARLY, GATE_KEEP
+
+from .scripted import ScriptedBackend, WordTokenizer
+
+SECTIONS = ["Ann wrote it.", "The code is 4412.", "Filler.", "More filler.", "The end."]
+
+
+def chunks(*texts: str) -> list[Chunk]:
+    tok = WordTokenizer()
+    return [Chunk(i, t, tok.count(t)) for i, t in enumerate(texts)]
+
+
+def agent_for(backend: ScriptedBackend, **config: object) -> MemAgent:
+    return MemAgent(backend, WordTokenizer(), MemAgentConfig(**config))  # type: ignore[arg-type]
+
+
+def replies_by_section(by_section: dict[str, str], final: str = "\\boxed{4412}"):
+    """A backend reply chosen by the section the prompt shows (final calls: ``final``)."""
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return final
+        shown = prompt.split("Section:\n", 1)[1]  # the section, not the memory above it
+        return next((r for s, r in by_section.items() if shown.startswith(s)), "<keep/>")
+
+    return reply
+
+
+@pytest.mark.parametrize(
+    ("reply", "memory", "exit_", "misplaced"),
+    [
+        ("<keep/>", None, False, False),
+        (" <KEEP />\n", None, False, False),
+        ("The code is 4412. <exit/>", "The code is 4412.", True, False),
+        ("<keep/><exit/>", None, True, False),
+        ("<keep/> and the code is 4412.", "and the code is 4412.", False, True),
+        ("The <exit/> code is 4412.", "The  code is 4412.", False, True),
+        ("The code is 4412.", "The code is 4412.", False, False),
+    ],
+)
+def test_gate_tags_count_only_where_a_gate_reads_them(reply, memory, exit_, misplaced):
+    gate = read_gates(reply, update_gate=True, exit_gate=True)
+    assert (gate.memory, gate.exit, gate.misplaced) == (memory, exit_, misplaced)
+
+
+def test_an_exit_tag_is_only_text_when_the_exit_gate_is_off():
+    gate = read_gates("The code is 4412. <exit/>", update_gate=True, exit_gate=False)
+    assert not gate.exit and gate.misplaced and gate.memory == "The code is 4412."
+
+
+async def test_the_exit_gate_stops_reading_after_the_section_that_answers():
+    replies = {SECTIONS[0]: "Ann wrote it.", SECTIONS[1]: "Ann wrote it. Code 4412. <exit/>"}
+    backend = ScriptedBackend([replies_by_section(replies)] * 10)
+    run = await agent_for(backend, exit_gate=True).run("What is the code?", chunks(*SECTIONS))
+    assert [s.kind for s in run.steps] == ["update", "update", "final"]
+    assert GATE_EXIT in run.steps[1].flags
+    assert run.steps[1].memory == "Ann wrote it. Code 4412."  # the tag is not memory
+    assert run.config["chunks_read"] == 2 and run.config["chunks"] == len(SECTIONS)
+    assert any("stopped reading after chunk 2" in note for note in run.notes)
+    assert run.answer == "4412"
+    assert "<exit/>" in backend.requests[0][0][0]["content"]  # the prompt offers the gate
+
+
+async def test_with_the_gates_off_every_chunk_is_read_and_the_prompt_is_the_papers():
+    replies = {SECTIONS[1]: "Code 4412. <exit/>"}
+    gated = ScriptedBackend([replies_by_section(replies)] * 10)
+    plain = ScriptedBackend([replies_by_section(replies)] * 10)
+    await agent_for(gated, exit_gate=True, update_gate=True).run("q?", chunks(*SECTIONS))
+    run = await agent_for(plain).run("q?", chunks(*SECTIONS))
+    assert sum(s.kind == "update" for s in run.steps) == len(SECTIONS)
+    assert "chunks_read" not in run.config
+    assert run.steps[1].memory == "Code 4412. <exit/>"  # a tag means nothing without its gate
+    first_plain, first_gated = (
+        plain.requests[0][0][0]["content"],
+        gated.requests[0][0][0]["content"],
+    )
+    assert "<keep/>" not in first_plain and "<exit/>" not in first_plain
+    assert first_gated.startswith(first_plain.rstrip("\n"))
+
+
+async def test_the_update_gate_keeps_the_memory_unwritten():
+    replies = {SECTIONS[1]: "Code 4412."}  # every other section replies <keep/>
+    backend = ScriptedBackend([replies_by_section(replies)] * 10)
+    run = await agent_for(backend, update_gate=True).run("What is the code?", chunks(*SECTIONS))
+    updates = [s for s in run.steps if s.kind == "update"]
+    assert [GATE_KEEP in s.flags for s in updates] == [True, False, True, True, True]
+    assert [s.memory for s in updates] == [NO_MEMORY] + ["Code 4412."] * 4
+    assert "Code 4412." in backend.requests[-1][0][0]["content"]
+
+
+async def test_min_read_defers_an_early_exit_until_that_share_is_read():
+    replies = {s: "Code 4412. <exit/>" for s in SECTIONS}
+    backend = ScriptedBackend([replies_by_section(replies)] * 10)
+    agent = agent_for(backend, exit_gate=True, min_read=0.5)
+    run = await agent.run("What is the code?", chunks(*SECTIONS))
+    updates = [s for s in run.steps if s.kind == "update"]
+    assert len(updates) == 3  # 3 of 5 chunks is the first share >= 0.5
+    assert [GATE_EXIT_EARLY in s.flags for s in updates] == [True, True, False]
+    assert GATE_EXIT in updates[-1].flags
+
+
+async def test_a_misplaced_gate_tag_is_a_format_error_kept_out_of_the_memory():
+    backend = ScriptedBackend([replies_by_section({SECTIONS[0]: "<keep/> Ann wrote it."})] * 10)
+    run = await agent_for(backend, update_gate=True).run("Who wrote it?", chunks(*SECTIONS[:1]))
+    assert FORMAT_ERROR in run.steps[0].flags and run.steps[0].memory == "Ann wrote it."
+
+
+async def test_several_questions_stop_each_on_its_own_exit():
+    """The chunk-major pass: a question that exited is read no further; the others go on."""
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return "\\boxed{x}"
+        early = "Who wrote it?" in prompt and SECTIONS[0] in prompt
+        return "Ann. <exit/>" if early else "notes"
+
+    backend = ScriptedBackend([reply] * 20)
+    runs = await agent_for(backend, exit_gate=True).run_many(
+        ["Who wrote it?", "What is the code?"], chunks(*SECTIONS)
+    )
+    assert [sum(s.kind == "update" for s in r.steps) for r in runs] == [1, len(SECTIONS)]
+    assert [r.config["chunks_read"] for r in runs] == [1, len(SECTIONS)]
+
+
+def test_min_read_is_a_share():
+    with pytest.raises(UsageError, match="min_read"):
+        MemAgentConfig(min_read=1.5)
