@@ -347,3 +347,28 @@ def test_a_run_folder_whose_config_is_broken_is_refused(tmp_path):
     (tmp_path / "config.json").write_text("{")
     with pytest.raises(UsageError, match=r"config\.json is not valid JSON"):
         create_app(tmp_path)
+
+
+def test_a_trace_that_an_exit_gate_stopped_says_where_and_finds_its_chunks(tmp_path):
+    """A real memagent run with --exit-gate on: the page says how much was read, marks the
+    call after which reading stopped, and still finds each gated prompt's chunk exactly."""
+    from longread.agents.memagent import MemAgent, MemAgentConfig
+    from longread.text.chunking import Chunk
+
+    from .scripted import ScriptedBackend, WordTokenizer
+
+    sections = ["Ann wrote it.", "The code is 4412.", "Filler.", "More filler."]
+    chunks = [Chunk(i, text, 3) for i, text in enumerate(sections)]
+    backend = ScriptedBackend(["Ann wrote it.", "The code is 4412. <exit/>", "\\boxed{4412}"])
+    agent = MemAgent(backend, WordTokenizer(), MemAgentConfig(exit_gate=True, update_gate=True))
+    run = asyncio.run(agent.run("What is the code?", chunks))
+    run.save(tmp_path / "t.json")
+    page = get(tmp_path / "t.json")
+    assert "2 of 4 chunks (the exit gate stopped reading)" in page
+    cards = step_cards(page)
+    assert "gate exit" in cards[1]
+    stopped = page.index('<li class="stopped">The exit gate stopped reading here: 2 chunk(s)')
+    assert page.index('id="step-1"') < stopped < page.index('id="step-2"')
+    for card, section in zip(cards[:2], sections, strict=False):
+        chunk = block(card, "chunk")
+        assert section in chunk and "(from the prompt)" not in chunk

@@ -40,6 +40,7 @@ def find_chunk(
     prompt: str, agent: str, prompt_dir: str | None, previous_memory: str | None
 ) -> FoundChunk | None:
     """The chunk inside ``prompt`` (an update call's last user message), or None."""
+    prompt = without_gates(prompt, prompt_dir)
     for name in UPDATE_PROMPTS.get(agent, ()):
         for template in _templates(name, prompt_dir):
             fields = match_template(template, prompt)
@@ -47,6 +48,18 @@ def find_chunk(
                 return FoundChunk(fields["chunk"], exact=True)
     text = _after_section(prompt, previous_memory)
     return None if text is None else FoundChunk(text, exact=False)
+
+
+def without_gates(prompt: str, prompt_dir: str | None) -> str:
+    """``prompt`` as its template rendered it, before the gate sentences (agents/gates.py) that
+    runs with ``--update-gate``/``--exit-gate`` add at its end, one paragraph each."""
+    for name in ("memagent_update_gate", "memagent_exit_gate"):
+        for template in _templates(name, prompt_dir):
+            block = "\n\n" + template.template.rstrip("\n")
+            at = prompt.rfind(block)
+            if at >= 0:
+                return prompt[:at] + "\n"
+    return prompt
 
 
 def match_template(template: Template, text: str) -> dict[str, str] | None:
