@@ -71,6 +71,8 @@ async def test_the_exit_gate_stops_reading_after_the_section_that_answers():
     assert GATE_EXIT in run.steps[1].flags
     assert run.steps[1].memory == "Ann wrote it. Code 4412."  # the tag is not memory
     assert run.config["chunks_read"] == 2 and run.config["chunks"] == len(SECTIONS)
+    summary = run.summary()  # what `ask --json` prints
+    assert (summary["chunks_read"], summary["chunks"]) == (2, len(SECTIONS))
     assert any("stopped reading after chunk 2" in note for note in run.notes)
     assert run.answer == "4412"
     assert "<exit/>" in backend.requests[0][0][0]["content"]  # the prompt offers the gate

@@ -367,7 +367,11 @@ class Run:
         return sum(s.completion_tokens for s in self.steps)
 
     def summary(self) -> dict[str, Any]:
-        """The headline numbers: answer and cost."""
+        """The headline numbers: answer and cost (and, with memagent's exit gate on, how much
+        of the document was read: ``chunks_read`` of ``chunks``)."""
+        read = {
+            k: self.config[k] for k in ("chunks_read", "chunks") if "chunks_read" in self.config
+        }
         return {
             "schema": self.schema,
             "run_id": self.run_id,
@@ -384,6 +388,7 @@ class Run:
             "notes": self.notes,
             "citations": [c.to_dict() for c in self.citations],
             "supported": self.supported,
+            **read,
         }
 
     def head(self) -> dict[str, Any]:
