@@ -143,3 +143,25 @@ async def test_several_questions_stop_each_on_its_own_exit():
 def test_min_read_is_a_share():
     with pytest.raises(UsageError, match="min_read"):
         MemAgentConfig(min_read=1.5)
+
+
+async def test_oracle_episodes_under_the_gates_are_the_agents_own_conversations():
+    """The warm start's ideal replies (train/oracle.py): <keep/> before the evidence, the
+    notes and <exit/> once they hold it all; replayed through memagent they give exactly its
+    prompts, reading stops at the evidence, and the answer is right."""
+    from longread.data.records import Sample
+    from longread.train.oracle import oracle_episode
+
+    filler = [f"Filler line {i} about the hills." for i in range(200)]
+    needle = "The special magic number is 4720519."
+    doc = " ".join([*filler[:90], needle, *filler[90:]])
+    sample = Sample("n", "What is the special magic number?", doc, ["4720519"])
+    config = {"chunk_tokens": 200, "update_gate": True, "exit_gate": True}
+    turns = await oracle_episode(agent_for(ScriptedBackend([]), **config), sample)
+    updates = [t for t in turns if t.kind == "update"]
+    assert [t.reply for t in updates[:-1]] == ["<keep/>"] * (len(updates) - 1)
+    assert updates[-1].reply == f"{needle} <exit/>"
+    backend = ScriptedBackend([t.reply for t in turns])
+    run = await agent_for(backend, **config).run(sample.question, sample.context)
+    assert [m for m, _ in backend.requests] == [t.messages for t in turns]
+    assert run.answer == "4720519" and run.config["chunks_read"] < run.config["chunks"]

@@ -79,13 +79,16 @@ def sft_config(tiny_model: Path, tmp_path: Path, steps: int) -> dict:
 
 
 def test_sft_steps_lower_the_loss_on_the_oracle_replies(tiny_model: Path, tmp_path: Path) -> None:
-    raw = sft_config(tiny_model, tmp_path, steps=5)
+    # 8 steps: the tiny tokenizer is trained on the bundled prompt files, so a new prompt file
+    # changes its vocabulary and the curve's early wiggles; over 8 steps the fall is wide
+    # (about 40% at lr 0.01) whatever the vocabulary, where 5 steps sat at the threshold.
+    raw = sft_config(tiny_model, tmp_path, steps=8)
     raw["model"]["lora"] = False  # a tiny random model learns fast only with every weight
     raw["optim"]["lr"] = 0.01
     trainer = make_trainer(TrainConfig.from_dict(raw), tmp_path / "run")
     trainer.run()
     lines = [json.loads(x) for x in (trainer.out / METRICS_FILE).read_text().splitlines()]
-    assert [x["objective"] for x in lines] == ["sft"] * 5
+    assert [x["objective"] for x in lines] == ["sft"] * 8
     # Both samples are seen every step (2 questions a step, 2 samples): the loss must fall.
     assert lines[-1]["loss"] < lines[0]["loss"] * 0.8
 

@@ -20,7 +20,10 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 def _corpus() -> list[str]:
     prompts = files("longread") / "agents" / "prompts"
-    texts = [f.read_text() for d in prompts.iterdir() if d.is_dir() for f in d.iterdir()]
+    # In name order: a folder's listing order differs between file systems, and BPE merges
+    # with it, so an unsorted corpus builds another tokenizer on another machine.
+    folders = sorted((d for d in prompts.iterdir() if d.is_dir()), key=lambda d: d.name)
+    texts = [f.read_text() for d in folders for f in sorted(d.iterdir(), key=lambda f: f.name)]
     return [*texts, "The special magic number is 4817. Paris Lyon Turin filler text."] * 3
 
 

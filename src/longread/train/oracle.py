@@ -87,13 +87,16 @@ async def oracle_episode(
     filler added; with ``claim_rate`` > 0, likewise notes with a false claim added (see the
     module docstring); ``rng`` draws both (seeded by the caller, so a resumed run draws the
     same). ``section_first`` puts the section first in the update prompts (None: as the
-    agent's config says)."""
+    agent's config says). The agent's gates (``update_gate``, ``exit_gate``) shape the ideal
+    replies: ``<keep/>`` for a section without evidence, ``<exit/>`` once the notes hold every
+    evidence sentence (for multi-hop, after the last hop), and the episode ends there."""
     if section_first is None:
         section_first = agent.config.section_first
     _, chunks = await agent.chunks(sample.question, sample.context)
+    config = agent.config
     reading = Reading(
         sample.question, evidence_sentences(sample), sample.answers, section_first,
-        noise_rate, claim_rate,
+        noise_rate, claim_rate, config.update_gate, config.exit_gate,
     )  # fmt: skip
     prompts = agent.config.prompts
     turns, memory = oracle_pass(prompts, chunks, reading, rng or random.Random(0))
@@ -112,6 +115,8 @@ class Reading:
     section_first: bool = False
     noise_rate: float = 0.0
     claim_rate: float = 0.0
+    update_gate: bool = False  # the ideal reply to a section without evidence is <keep/>
+    exit_gate: bool = False  # ... and once every evidence sentence is kept, <exit/>, and stop
 
 
 def oracle_pass(
@@ -130,17 +135,35 @@ def oracle_pass(
             claim = false_claim(reading.question, reading.answers, rng)
             shown = _with_claim(shown, claim, rng)
         messages = update_messages(
-            reading.question, shown, chunk.text, prompts, section_first=reading.section_first
-        )
+            reading.question, shown, chunk.text, prompts, section_first=reading.section_first,
+            update_gate=reading.update_gate, exit_gate=reading.exit_gate,
+        )  # fmt: skip
         read += _filler(chunk.text, reading.evidence, reading.answers)
         found = [s for s in reading.evidence if s in chunk.text and s not in memory]
         if found:
             memory = " ".join(found) if memory == NO_MEMORY else f"{memory} {' '.join(found)}"
+        done = reading.exit_gate and bool(reading.evidence) and _holds_all(memory, reading)
+        reply = _gated_reply(memory, shown, found, done, reading)
         turn = OracleTurn(
-            messages, memory, "update", takes_evidence=bool(found), from_empty=shown == NO_MEMORY
+            messages, reply, "update", takes_evidence=bool(found), from_empty=shown == NO_MEMORY
         )
         turns.append(turn)
+        if done:
+            break
     return turns, memory
+
+
+def _holds_all(memory: str, reading: Reading) -> bool:
+    return all(sentence in memory for sentence in reading.evidence)
+
+
+def _gated_reply(memory: str, shown: str, found: list[str], done: bool, reading: Reading) -> str:
+    """The ideal reply under the gates: ``<keep/>`` when the section adds nothing and the
+    shown notes are the clean ones (noisy or claimed notes are rewritten clean), the notes
+    with ``<exit/>`` once they hold every evidence sentence, else the notes."""
+    if reading.update_gate and not found and shown == memory and not done:
+        return "<keep/>"
+    return f"{memory} <exit/>" if done else memory
 
 
 def oracle_final(
