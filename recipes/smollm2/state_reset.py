@@ -9,7 +9,10 @@ Each RUN_FOLDER is an `eval run` folder of memagent with the adapter being train
 - **arrival**: the notes the policy held when the section with the gold answer came (empty,
   filler, a made-up answer: whatever it had written), and that section;
 - **carry**: the notes at a later section once they held the answer, and the next two
-  sections (the long stretch where notes must survive unchanged).
+  sections (the long stretch where notes must survive unchanged);
+- **before**: the notes one or two sections before the gold's, and the sections from there up
+  to the gold's (where a made-up answer or filler first gets written: an arrival state only
+  rewards undoing it, this one rewards not writing it).
 
 A sample's ``meta["memory"]`` holds the notes; `longread train` starts every rollout of it
 from them (train/rollouts.py), so a group of 8 rollouts costs 2-3 calls each instead of a
@@ -31,6 +34,7 @@ from pathlib import Path
 
 from longread.data.loaders import data_files, load_files
 
+KINDS = ("arrival", "carry", "before")
 SECTION, INSTRUCTION = "Section:\n", "\n\nUpdate the memory:"
 # The paper prompt set's update prompt in the section-first order: section, problem, memory.
 PROBLEM, MEMORY_FIRST = (
@@ -68,6 +72,9 @@ def states(trace: dict, sample, rng: random.Random) -> list[dict]:
     if kept:
         at = rng.choice(kept)
         out.append(_state(sample, "carry", notes[at], sections[at : at + 2], order))
+    if arrival > 0:  # drawn after carry's, so earlier arrival/carry files come out the same
+        start = max(0, arrival - rng.choice((1, 2)))
+        out.append(_state(sample, "before", notes[start], sections[start : arrival + 1], order))
     return out
 
 
@@ -92,8 +99,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     kinds = args.kinds.split(",")
-    if not kinds or not set(kinds) <= {"arrival", "carry"}:
-        sys.exit(f"state_reset.py: --kinds takes arrival and/or carry, not {args.kinds!r}")
+    if not kinds or not set(kinds) <= set(KINDS):
+        sys.exit(f"state_reset.py: --kinds takes {', '.join(KINDS)}, not {args.kinds!r}")
     rng = random.Random(args.seed)
     rows = []
     for run in args.runs:
@@ -111,7 +118,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     kinds = [r["meta"]["state"] for r in rows]
-    print(f"{args.out}: {kinds.count('arrival')} arrival, {kinds.count('carry')} carry states")
+    print(f"{args.out}: " + ", ".join(f"{kinds.count(k)} {k}" for k in KINDS) + " states")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 #   recipes/smollm2/states.sh [ADAPTER.gguf]   # default: stage 2a's, exported
 #   STATES=states2b (default): 16K-32K documents in the paper's order, about 35 minutes;
 #   STATES=states2c SECTION_FIRST=1: 8K documents in the section-first order, about 13 minutes.
-#   KINDS=arrival keeps only the states where the needle's section comes (state_reset.py).
+#   KINDS=arrival keeps only the states where the needle's section comes (state_reset.py);
+#   NAME=states2b-before writes states/NAME.jsonl instead (the runs are the same: no new reads).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 adapter=${1:-recipes/smollm2/runs/sft2a/adapter.gguf}
@@ -22,4 +23,4 @@ for data in "recipes/smollm2/data/$states"/*/; do
   runs+=("$out")
 done
 .venv/bin/python recipes/smollm2/state_reset.py "${runs[@]}" --kinds "${KINDS:-arrival,carry}" \
-  --out "recipes/smollm2/states/$states.jsonl"
+  --out "recipes/smollm2/states/${NAME:-$states}.jsonl"
