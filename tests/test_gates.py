@@ -165,3 +165,79 @@ async def test_oracle_episodes_under_the_gates_are_the_agents_own_conversations(
     run = await agent_for(backend, **config).run(sample.question, sample.context)
     assert [m for m, _ in backend.requests] == [t.messages for t in turns]
     assert run.answer == "4720519" and run.config["chunks_read"] < run.config["chunks"]
+
+
+# --- the exit gate's RL terms (GRU-Mem; train/rewards.py, train/credit.py) ----------------
+
+EVIDENCE = [SECTIONS[1]]  # "The code is 4412."
+
+
+async def gated_run(exit_at: int | None, sections: Sequence[str] = tuple(SECTIONS)):
+    """memagent with the exit gate, saying <exit/> at section ``exit_at`` (None: never)."""
+    replies = {s: f"Notes {i}." for i, s in enumerate(sections)}
+    if exit_at is not None:
+        replies[sections[exit_at]] = f"Notes {exit_at}. <exit/>"
+    backend = ScriptedBackend([replies_by_section(replies)] * 10)
+    return await agent_for(backend, exit_gate=True).run("What is the code?", chunks(*sections))
+
+
+async def test_stopping_before_the_evidence_costs_the_penalty_whatever_the_answer():
+    from longread.train.rewards import exit_gate_reward, stopped_before_evidence
+
+    early = await gated_run(exit_at=0)  # read "Ann wrote it." only, yet answered right
+    assert stopped_before_evidence(early, EVIDENCE)
+    assert exit_gate_reward(early, EVIDENCE, 1.0, early_penalty=0.5, skip_bonus=1.0) == -0.5
+
+
+async def test_a_right_answer_after_the_evidence_earns_the_share_not_read():
+    from longread.train.rewards import exit_gate_reward, stopped_before_evidence
+
+    run = await gated_run(exit_at=1)  # read 2 of 5 sections
+    assert not stopped_before_evidence(run, EVIDENCE)
+    assert exit_gate_reward(run, EVIDENCE, 1.0, early_penalty=0.5, skip_bonus=1.0) == 0.6
+    assert exit_gate_reward(run, EVIDENCE, 0.0, early_penalty=0.5, skip_bonus=1.0) == 0.0
+
+
+async def test_a_run_that_read_everything_gets_no_gate_term():
+    from longread.train.rewards import exit_gate_reward
+
+    run = await gated_run(exit_at=None)
+    assert run.config["chunks_read"] == run.config["chunks"]
+    assert exit_gate_reward(run, EVIDENCE, 1.0, early_penalty=0.5, skip_bonus=1.0) == 0.0
+
+
+async def test_an_evidence_sentence_cut_by_a_chunk_boundary_is_read_with_its_end():
+    from longread.train.rewards import stopped_before_evidence
+
+    cut = ["It was filed by Ann, who wrote", "that the door code of the shed is 4412.", "Filler."]
+    run = await gated_run(exit_at=1, sections=cut)  # stops after the sentence's second half
+    sentence = "It was filed by Ann, who wrote that the door code of the shed is 4412."
+    assert not stopped_before_evidence(run, [sentence])
+    stopped = await gated_run(exit_at=0, sections=cut)  # only its first half read
+    assert stopped_before_evidence(stopped, [sentence])
+
+
+async def test_the_group_credit_ranks_reading_less_above_reading_all_and_early_exits_last():
+    from longread.train.credit import group_credit
+
+    runs = [await gated_run(exit_at=1), await gated_run(exit_at=None), await gated_run(0)]
+    plain = group_credit(runs, ["4412"])
+    assert plain.rewards == [1.0, 1.0, 1.0] and plain.degenerate  # the papers' reward
+    gated = group_credit(runs, ["4412"], evidence=EVIDENCE, early_exit_penalty=1.0, skip_bonus=0.5)
+    assert gated.rewards == [1.3, 1.0, 0.0] and gated.correct == [1.0, 1.0, 1.0]
+    assert not gated.degenerate
+
+
+def test_gate_rewards_need_the_exit_gate_on(tmp_path):
+    from longread.train.config import TrainConfig
+
+    config = TrainConfig()
+    config.data.train = [str(tmp_path / "train.jsonl")]
+    config.reward.skip_bonus = 0.5
+    with pytest.raises(UsageError, match="exit_gate"):
+        config.check()
+    config.agent.options = {"exit_gate": True}
+    config.check()
+    config.reward.early_exit_penalty = -1.0
+    with pytest.raises(UsageError, match="0 or more"):
+        config.check()

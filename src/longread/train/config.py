@@ -131,6 +131,14 @@ class RewardSection:
     keep_degenerate: bool = option(
         False, "keep groups whose rollouts all got the same reward (their advantage is 0)"
     )
+    # GRU-Mem's exit-gate rewards (train/rewards.py exit_gate_reward); need the agent's
+    # exit_gate option. 0 and 0: the papers' MemAgent reward, unchanged.
+    early_exit_penalty: float = option(
+        0.0, "exit gate: subtract this when a rollout stopped reading before the evidence"
+    )
+    skip_bonus: float = option(
+        0.0, "exit gate: add this x the share of chunks not read when the answer is right"
+    )
 
 
 @dataclass
@@ -261,6 +269,7 @@ class TrainConfig:
             )
         if self.reward.estimator not in ESTIMATORS:
             raise UsageError(f"reward.estimator must be one of {', '.join(ESTIMATORS)}")
+        self._check_gate_rewards()
         self._check_agent()
         if self.optim.old_logprobs not in ("auto", "recompute", "sampler"):
             raise UsageError("optim.old_logprobs must be 'auto', 'recompute' or 'sampler'")
@@ -312,6 +321,16 @@ class TrainConfig:
                 raise UsageError(f"{name} is a chance: between 0 and 1")
         if not self.data.train:
             raise UsageError("data.train is empty: name the training data files or folders")
+
+    def _check_gate_rewards(self) -> None:
+        terms = (self.reward.early_exit_penalty, self.reward.skip_bonus)
+        if min(terms) < 0:
+            raise UsageError("reward.early_exit_penalty and reward.skip_bonus are sizes: 0 or more")
+        if max(terms) > 0 and not self.agent.options.get("exit_gate"):
+            raise UsageError(
+                "reward.early_exit_penalty / skip_bonus reward the exit gate: set "
+                "agent.options = { exit_gate = true }"
+            )
 
     def _check_agent(self) -> None:
         """Refuse an unknown agent, and an estimator that cannot train the agent (before any

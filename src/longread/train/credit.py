@@ -37,6 +37,7 @@ from .advantages import (
 from .rewards import (
     RewardFn,
     contained_reward,
+    exit_gate_reward,
     memory_recall_reward,
     outcome_reward,
     rememr1_step_rewards,
@@ -117,13 +118,25 @@ def group_credit(
     alpha: float | None = None,
     recall_weight: float = 0.5,
     theta: float = DEFAULT_THETA,
+    evidence: Sequence[str] = (),
+    early_exit_penalty: float = 0.0,
+    skip_bonus: float = 0.0,
 ) -> GroupCredit:
     """Score a group and give each conversation of each rollout its advantage
-    (:func:`group_advantages`). ``alpha`` None is the paper's (:data:`DEFAULT_ALPHA`)."""
+    (:func:`group_advantages`). ``alpha`` None is the paper's (:data:`DEFAULT_ALPHA`).
+    ``early_exit_penalty`` and ``skip_bonus`` add the exit gate's terms
+    (:func:`~longread.train.rewards.exit_gate_reward`) to each reward, judged against the
+    sample's ``evidence`` sentences."""
     check_estimator(estimator)
     reward_fn = reward_function(reward, kind, recall_weight)
     rewards = [reward_fn(run, golds) for run in runs]
     correct = [outcome_reward(run, golds, kind=kind) for run in runs]
+    if early_exit_penalty or skip_bonus:
+        rewards = [
+            r + exit_gate_reward(run, evidence, c, early_penalty=early_exit_penalty,
+                                 skip_bonus=skip_bonus)
+            for r, run, c in zip(rewards, runs, correct, strict=True)
+        ]  # fmt: skip
     steps = [step_terms(run, golds, estimator) for run in runs]
     terms = None if any(s is None for s in steps) else [s or [] for s in steps]
     rereads = [reread_count(run) for run in runs]

@@ -169,3 +169,52 @@ def contained_reward(run: Run, golds: Sequence[str]) -> float:
         return 0.0
     pred = _no_spaces(prediction)
     return float(any(gold in pred for gold in map(_no_spaces, golds) if gold))
+
+
+# --- exit gate (GRU-Mem, ALGORITHMS.md section 8) -----------------------------------------
+
+# How much of an evidence sentence's end must appear in a read section to count it as read:
+# a sentence cut by a chunk boundary ends in the later chunk, so reading its tail means the
+# whole of it was read (whitespace and case dropped, as the prompt may reflow them). Short
+# enough that a boundary rarely falls inside it; a generic tail may count an unread sentence
+# as read, which only withholds a penalty.
+EVIDENCE_TAIL_CHARS = 24
+
+
+def stopped_before_evidence(run: Run, evidence: Sequence[str]) -> bool:
+    """Whether the run's exit gate stopped reading (``chunks_read`` < ``chunks`` in its config)
+    before an evidence sentence: one whose end is in none of the update prompts it was shown.
+    A run that read every chunk never stopped early, whatever it missed."""
+    read, total = run.config.get("chunks_read"), run.config.get("chunks")
+    if read is None or total is None or read >= total:
+        return False
+    shown = [_no_spaces(prompt_text(s)) for s in run.steps if s.kind == "update"]
+    return any(
+        not any(tail in prompt for prompt in shown)
+        for tail in (_no_spaces(e)[-EVIDENCE_TAIL_CHARS:] for e in evidence)
+        if tail
+    )
+
+
+def exit_gate_reward(
+    run: Run,
+    evidence: Sequence[str],
+    correct: float,
+    *,
+    early_penalty: float,
+    skip_bonus: float,
+) -> float:
+    """GRU-Mem's exit-gate reward terms, added to a rollout's reward:
+
+    - ``-early_penalty`` when the run stopped reading before an evidence sentence
+      (:func:`stopped_before_evidence`): stopping early must never pay off by luck;
+    - else, when its answer is right (``correct`` from the strict judge),
+      ``skip_bonus`` times the share of chunks it did not read;
+    - 0 for a run that read everything (the exit gate off, or never used).
+    """
+    read, total = run.config.get("chunks_read"), run.config.get("chunks")
+    if read is None or not total or read >= total:
+        return 0.0
+    if stopped_before_evidence(run, evidence):
+        return -early_penalty
+    return skip_bonus * (1.0 - read / total) if correct else 0.0

@@ -36,6 +36,7 @@ from .config import TrainConfig
 from .credit import GroupCredit, group_credit
 from .engines import RolloutEngine
 from .episodes import TrainingRow, training_rows
+from .oracle import evidence_sentences
 
 
 @dataclass
@@ -186,6 +187,7 @@ def merge(first: Rollouts, more: Rollouts) -> Rollouts:
 def credit_of(config: TrainConfig, sample: Sample, runs: list[Run]) -> GroupCredit:
     """The credit step: one group's rewards and advantages, as ``config.reward`` says."""
     reward = config.reward
+    gated = bool(reward.early_exit_penalty or reward.skip_bonus)
     return group_credit(
         runs,
         sample.answers,
@@ -195,6 +197,9 @@ def credit_of(config: TrainConfig, sample: Sample, runs: list[Run]) -> GroupCred
         std_normalise=reward.std_normalise,
         alpha=None if reward.alpha < 0 else reward.alpha,
         recall_weight=reward.recall_weight,
+        evidence=evidence_sentences(sample) if gated else (),
+        early_exit_penalty=reward.early_exit_penalty,
+        skip_bonus=reward.skip_bonus,
     )
 
 
