@@ -163,6 +163,26 @@ def test_an_adapter_of_your_own_brings_its_settings(model, book, tmp_path):
     assert read_with(trace) == PAPER
 
 
+def test_an_adapter_trained_with_the_gates_reads_with_them_unless_a_flag_says_off(
+    model, book, tmp_path
+):
+    adapter = tmp_path / "runs" / "adapter.gguf"
+    adapter.parent.mkdir()
+    adapter.write_bytes(b"not loaded: the model is replaced")
+    gated = TrainedSettings("memagent", "paper", 1000, 256, 32, update_gate=True, exit_gate=True)
+    write_trained_settings(adapter, gated)
+    assert read_trained_settings(adapter) == gated
+    result, trace = ask(book, tmp_path, "--adapter", str(adapter))
+    assert (trace["config"]["update_gate"], trace["config"]["exit_gate"]) == (True, True)
+    assert "the update gate on, the exit gate on" in result.stderr
+    assert "--update-gate off/--exit-gate off" in result.stderr
+    _, trace = ask(book, tmp_path, "--adapter", str(adapter), "--exit-gate", "off")
+    assert (trace["config"]["update_gate"], trace["config"]["exit_gate"]) == (True, False)
+    # An adapter trained without the gates records none: its JSON reads as it always did.
+    write_trained_settings(adapter, TrainedSettings("memagent", "paper", 1000, 256, 32))
+    assert "gate" not in (adapter.parent / "adapter.json").read_text()
+
+
 def test_eval_run_records_the_trained_settings_in_its_config(model, book, tmp_path):
     data = tmp_path / "data.jsonl"
     sample = {"id": "a", "question": QUESTION, "context": book.read_text(), "answers": ["4720519"]}
@@ -214,5 +234,18 @@ def test_a_malformed_record_is_one_clear_error(tmp_path):
     (tmp_path / "adapter.json").write_text(json.dumps({"trained_with": {"agent": "memagent"}}))
     with pytest.raises(UsageError, match=r"trained_with\.prompt_set must be a str"):
         read_trained_settings(adapter)
+    record = {"agent": "memagent", **SHIPPED, "exit_gate": "yes"}
+    (tmp_path / "adapter.json").write_text(json.dumps({"trained_with": record}))
+    with pytest.raises(UsageError, match=r"trained_with\.exit_gate must be true or false"):
+        read_trained_settings(adapter)
     (tmp_path / "adapter.json").write_text(json.dumps({"something": "else"}))
     assert read_trained_settings(adapter) is None  # a JSON of another kind records nothing
+
+
+def test_a_stage_trained_with_a_gate_records_it_for_the_readers():
+    from longread.train.export import trained_settings
+
+    agent = TrainConfig().agent
+    assert trained_settings(agent).options() == {**PAPER}  # no gate: none recorded
+    agent.options = {"exit_gate": True}
+    assert trained_settings(agent).options() == {**PAPER, "exit_gate": True}

@@ -243,6 +243,8 @@ _TRAINED_WORDS = {
     "memory_tokens": ("{}-token memory", "--memory-tokens"),
     "final_tokens": ("{}-token final answers", "--final-tokens"),
     "prompt_set": ("{} prompts", "--prompt-set"),
+    "update_gate": ("the update gate on", "--update-gate off"),
+    "exit_gate": ("the exit gate on", "--exit-gate off"),
 }
 
 
@@ -291,7 +293,7 @@ def describe_trained(name: str, filled: dict[str, Any]) -> str:
     """``the memory adapter was trained with 1000-token chunks, ...; using them (give
     --chunk-tokens/... to override)``."""
     names = [k for k in _TRAINED_WORDS if k in filled]
-    said = [_TRAINED_WORDS[k][0].format(filled[k]) for k in names]
+    said = [_TRAINED_WORDS[k][0].format(filled[k]) for k in names]  # gates: only when on
     flags = "/".join(_TRAINED_WORDS[k][1] for k in names)
     return f"{name} was trained with {', '.join(said)}; using them (give {flags} to override)"
 

@@ -27,6 +27,9 @@ _TYPES = {
     "memory_tokens": int,
     "final_tokens": int,
 }
+# The text-controlled gates (issue 29): recorded only when a stage trained with them on, so
+# every adapter exported before them reads as it did.
+_GATES = ("update_gate", "exit_gate")
 
 
 @dataclass(frozen=True)
@@ -38,10 +41,17 @@ class TrainedSettings:
     chunk_tokens: int
     memory_tokens: int
     final_tokens: int
+    update_gate: bool = False
+    exit_gate: bool = False
 
     def options(self) -> dict[str, Any]:
-        """The settings as agent options (``make_config`` keywords), the agent's name left out."""
-        return {k: v for k, v in asdict(self).items() if k != "agent"}
+        """The settings as agent options (``make_config`` keywords), the agent's name left out;
+        a gate only when it was on (off is every agent's default)."""
+        return {k: v for k, v in self.to_dict().items() if k != "agent"}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON record: every setting, and the gates that were on."""
+        return {k: v for k, v in asdict(self).items() if k not in _GATES or v}
 
     @classmethod
     def from_dict(cls, raw: Any, where: str) -> TrainedSettings:
@@ -52,7 +62,11 @@ class TrainedSettings:
             value = raw.get(name)
             if not isinstance(value, kind) or isinstance(value, bool):
                 raise UsageError(f"{where}: {TRAINED_WITH}.{name} must be a {kind.__name__}")
-        return cls(**{name: raw[name] for name in _TYPES})
+        for gate in _GATES:
+            if not isinstance(raw.get(gate, False), bool):
+                raise UsageError(f"{where}: {TRAINED_WITH}.{gate} must be true or false")
+        gates = {gate: raw[gate] for gate in _GATES if gate in raw}
+        return cls(**{name: raw[name] for name in _TYPES}, **gates)
 
 
 def settings_file(adapter: str | Path) -> Path:
@@ -82,7 +96,7 @@ def write_trained_settings(adapter: str | Path, settings: TrainedSettings | None
     if settings is None:
         file.unlink(missing_ok=True)
         return
-    record = {"adapter": Path(adapter).name, TRAINED_WITH: asdict(settings)}
+    record = {"adapter": Path(adapter).name, TRAINED_WITH: settings.to_dict()}
     partial = file.with_name(f"{file.name}.partial-{os.getpid()}")
     partial.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     os.replace(partial, file)

@@ -124,6 +124,8 @@ def trained_settings(agent: AgentSection) -> TrainedSettings:
         chunk_tokens=agent.chunk_tokens,
         memory_tokens=agent.memory_tokens,
         final_tokens=agent.final_tokens,
+        update_gate=bool(agent.options.get("update_gate", False)),
+        exit_gate=bool(agent.options.get("exit_gate", False)),
     )
 
 
