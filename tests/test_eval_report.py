@@ -327,7 +327,8 @@ async def test_an_output_path_that_cannot_be_created_is_a_one_line_error(
 
 async def test_an_exit_gate_run_reports_the_share_of_the_document_read(tmp_path):
     """Every update ends with <exit/>: reading stops after the first chunk of each sample,
-    and the report's read column says so (it is absent for runs without the gate)."""
+    and the report's read column says so (it is absent for runs without the gate). b1's
+    answer is in its first chunk, b2's in its last: b2 stopped before its evidence."""
     from dataclasses import replace
 
     from longread.agents import make_agent, make_config
@@ -336,7 +337,8 @@ async def test_an_exit_gate_run_reports_the_share_of_the_document_read(tmp_path)
     answers = backend(replies, {})
     config = make_config("memagent", exit_gate=True, chunk_tokens=300)
     long = " ".join(f"Line {i} of a long document." for i in range(200))  # 1,200 words
-    samples = [replace(s, context=long) for s in TOY[4:]]
+    where = {"b1": f"The capital is Paris. {long}", "b2": f"{long} The capital is Paris."}
+    samples = [replace(s, context=where[s.id]) for s in TOY[4:]]
 
     def gated(progress):
         return make_agent("memagent", answers, answers.tokenizer, config, progress)
@@ -349,4 +351,5 @@ async def test_an_exit_gate_run_reports_the_share_of_the_document_read(tmp_path)
     markdown = markdown_report(rows)
     assert "| read |" in markdown
     (cells,) = table_rows(markdown).values()
-    assert cells[-1] == f"{100 * share:.0f}%"
+    assert cells[-2:] == [f"{100 * share:.0f}%", "1 of 2"]
+    assert [r["exit_before_evidence"] for r in rows] == [False, True]

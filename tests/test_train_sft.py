@@ -15,11 +15,11 @@ torch = pytest.importorskip("torch")  # the 'train' extra; `make install` always
 
 from longread.agents import make_agent, make_config  # noqa: E402
 from longread.agents.memagent import NO_MEMORY  # noqa: E402
+from longread.data.evidence import evidence_sentences  # noqa: E402
 from longread.data.records import Sample  # noqa: E402
 from longread.errors import UsageError  # noqa: E402
 from longread.train.config import ModelSection, TrainConfig  # noqa: E402
 from longread.train.oracle import (  # noqa: E402
-    evidence_sentences,
     false_claim,
     oracle_episode,
     oracle_rows,

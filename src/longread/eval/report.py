@@ -307,7 +307,7 @@ def _table(rows: list[Row]) -> list[str]:
     columns += ["nulls", "failed", "unboxed", "calls", "prompt tokens", "mem tok/update"]
     columns += ["capped updates", "s/sample"]
     gated = any(r.get("chunks_read") is not None for r in rows)  # exit gate: how much read
-    columns += ["read"] if gated else []
+    columns += ["read", "stops before evidence"] if gated else []
     lines = ["| " + " | ".join(columns) + " |"]
     lines.append("|" + "|".join("---" if c == "agent" else "---:" for c in columns) + "|")
     groups: dict[tuple[Any, str], list[Row]] = defaultdict(list)
@@ -315,7 +315,8 @@ def _table(rows: list[Row]) -> list[str]:
         groups[(row["context_length"], row["agent"])].append(row)
     for length, agent in sorted(groups, key=lambda k: (_length_key(k[0]), k[1])):
         cells = [_show_length(length), agent, *_cells(groups[(length, agent)], ruler)]
-        cells += [_read_share(groups[(length, agent)])] if gated else []
+        if gated:
+            cells += [_read_share(groups[(length, agent)]), _early_stops(groups[(length, agent)])]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -346,6 +347,16 @@ def _read_share(rows: list[Row]) -> str:
     if not known:
         return "-"
     return f"{100 * mean(r['chunks_read'] / r['chunks'] for r in known):.0f}%"
+
+
+def _early_stops(rows: list[Row]) -> str:
+    """Of the samples where the exit gate stopped reading early, how many stopped before an
+    evidence sentence (a needle, a supporting sentence) had been read: ``1 of 7``."""
+    done = [r for r in rows if r["status"] == DONE and r.get("chunks_read") is not None]
+    stops = [r for r in done if r["chunks_read"] < r["chunks"]]
+    if not stops:
+        return "-"
+    return f"{sum(bool(r.get('exit_before_evidence')) for r in stops)} of {len(stops)}"
 
 
 def _update_cells(done: list[Row]) -> list[str]:

@@ -30,10 +30,12 @@ from tqdm import tqdm
 
 from ..agents.base import Agent, ProgressCallback
 from ..agents.multi import MultiQuestionAgent
+from ..data.evidence import evidence_sentences
 from ..data.records import Sample
 from ..errors import BackendError, LongreadError, UsageError
-from ..trace import MEMORY_TRUNCATED, Run, Step, TraceWriter
+from ..trace import MEMORY_TRUNCATED, Run, Step, StepSink, TraceWriter
 from .citation_score import citation_score
+from .evidence_watch import EvidenceWatch, stopped_before_evidence
 from .scoring import SCORERS, score_answer
 from .store import DONE, FAILED, RunStore, SampleResult
 
@@ -199,13 +201,14 @@ async def run_eval(
     meter = _Meter(on_update=bar.on_calls)
     streak = _FailureStreak(max_consecutive_failures)
     groups = group_by_document(todo) if _reads_together(agent_factory) else [[s] for s in todo]
+    watch = _exit_gated(agent_factory)
     pending = iter(groups)
     finished: list[SampleResult] = []
     started = time.perf_counter()
 
     async def worker() -> None:
         for group in pending:  # one shared iterator: each group is taken once
-            for result in await _evaluate_group(group, agent_factory, meter, store):
+            for result in await _evaluate_group(group, agent_factory, meter, store, watch):
                 store.record(result)  # durable before the sample is counted
                 finished.append(result)
                 bar.add(result)
@@ -258,6 +261,13 @@ def _reads_together(agent_factory: AgentFactory) -> bool:
     return isinstance(agent, MultiQuestionAgent) and agent.shares_prefix
 
 
+def _exit_gated(agent_factory: AgentFactory) -> bool:
+    """Whether this run's agent may stop reading early (memagent's exit gate): then each
+    sample's update prompts are watched for its evidence (eval/evidence_watch.py)."""
+    agent = agent_factory(lambda step, expected_calls: None)
+    return bool(getattr(getattr(agent, "config", None), "exit_gate", False))
+
+
 def group_by_document(samples: Sequence[Sample]) -> list[list[Sample]]:
     """The samples grouped by identical context, groups and samples in first-seen order."""
     groups: dict[str, list[Sample]] = {}
@@ -267,19 +277,29 @@ def group_by_document(samples: Sequence[Sample]) -> list[list[Sample]]:
 
 
 async def _evaluate_group(
-    group: list[Sample], agent_factory: AgentFactory, meter: _Meter, store: RunStore
+    group: list[Sample],
+    agent_factory: AgentFactory,
+    meter: _Meter,
+    store: RunStore,
+    watch_evidence: bool = False,
 ) -> list[SampleResult]:
     """Run, score and trace the samples of one document, read together when there are
     several. Errors a user can act on (backend, budget, bad sample) give failed results;
-    anything else is a bug and propagates."""
+    anything else is a bug and propagates. ``watch_evidence``: note whether an early stop
+    came before the sample's evidence was read (the exit gate)."""
     spent = {sample.id: _Spent(meter) for sample in group}
     # The steps go to the trace files as they happen: a sample's memory stays one step deep.
     writers = [TraceWriter(store.run_dir / _trace_path(sample)) for sample in group]
+    watches = [
+        EvidenceWatch(evidence_sentences(sample), writer) if watch_evidence else None
+        for sample, writer in zip(group, writers, strict=True)
+    ]
+    sinks: list[StepSink] = [w or writer for w, writer in zip(watches, writers, strict=True)]
     try:
         if len(group) == 1:
-            runs = [await _run_one(group[0], agent_factory(spent[group[0].id].on_call), writers[0])]
+            runs = [await _run_one(group[0], agent_factory(spent[group[0].id].on_call), sinks[0])]
         else:
-            runs = await _run_together(group, agent_factory, spent, writers)
+            runs = await _run_together(group, agent_factory, spent, sinks)
     except BaseException as exc:
         for writer in writers:
             writer.discard()
@@ -287,20 +307,20 @@ async def _evaluate_group(
             raise
         return [_failed(sample, exc, spent[sample.id]) for sample in group]
     return [
-        await _finished(sample, run, writer, meter)
-        for sample, run, writer in zip(group, runs, writers, strict=True)
+        await _finished(sample, run, writer, meter, watch)
+        for sample, run, writer, watch in zip(group, runs, writers, watches, strict=True)
     ]
 
 
-async def _run_one(sample: Sample, agent: Agent, writer: TraceWriter) -> Run:
-    return await agent.run(sample.question, sample.context, sample_id=sample.id, sink=writer)
+async def _run_one(sample: Sample, agent: Agent, sink: StepSink) -> Run:
+    return await agent.run(sample.question, sample.context, sample_id=sample.id, sink=sink)
 
 
 async def _run_together(
     group: list[Sample],
     agent_factory: AgentFactory,
     spent: dict[str, _Spent],
-    writers: list[TraceWriter],
+    sinks: list[StepSink],
 ) -> list[Run]:
     def on_call(step: Step, expected_calls: int) -> None:  # each call to its own sample
         spent[step.sample_id or ""].on_call(step, expected_calls)
@@ -311,7 +331,7 @@ async def _run_together(
         [sample.question for sample in group],
         group[0].context,
         sample_ids=[sample.id for sample in group],
-        sinks=writers,
+        sinks=sinks,
     )
 
 
@@ -324,12 +344,21 @@ def _failed(sample: Sample, exc: LongreadError, spent: _Spent) -> SampleResult:
     )
 
 
-async def _finished(sample: Sample, run: Run, writer: TraceWriter, meter: _Meter) -> SampleResult:
+async def _finished(
+    sample: Sample,
+    run: Run,
+    writer: TraceWriter,
+    meter: _Meter,
+    watch: EvidenceWatch | None = None,
+) -> SampleResult:
     began = time.perf_counter()
     score = score_answer(run.final_reply, sample.answers, kind=sample.meta.get("kind", "qa"))
     await asyncio.to_thread(writer.finish, run)
     scores = {**score.to_dict(), **citation_score(run.citations, run.supported, sample)}
-    result = _result(sample, DONE, scores, cost=_cost(run), trace=_trace_path(sample))
+    cost = _cost(run)
+    if watch is not None and "chunks_read" in cost:  # the report's "exits before evidence"
+        cost["exit_before_evidence"] = stopped_before_evidence(run.config, watch)
+    result = _result(sample, DONE, scores, cost=cost, trace=_trace_path(sample))
     meter.bookkeeping_seconds += time.perf_counter() - began
     return result
 

@@ -33,14 +33,12 @@ from dataclasses import dataclass, replace
 
 from ..agents.memagent import NO_MEMORY, MemAgent, final_messages, update_messages
 from ..agents.prompts import Prompts
+from ..data.evidence import evidence_sentences, split_sentences
 from ..data.records import Sample
 from ..llm.base import Message
 from ..text.chunking import Chunk
 from .episodes import TrainingRow
 from .policy import Policy
-
-# A sentence ends at . ! or ? followed by whitespace; good enough for needles and Wikipedia.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 @dataclass(frozen=True)
@@ -52,20 +50,6 @@ class OracleTurn:
     kind: str  # "update" or "final"
     takes_evidence: bool = False  # an update whose notes take in evidence from its section
     from_empty: bool = False  # an update shown empty notes: where a made-up answer starts
-
-
-def evidence_sentences(sample: Sample) -> list[str]:
-    """The sentences an ideal reader keeps: ``meta["evidence"]`` when the sample lists them,
-    else every sentence of the document that contains a gold answer."""
-    listed = sample.meta.get("evidence")
-    if listed:
-        return [str(s).strip() for s in listed if str(s).strip()]
-    golds = [g for g in sample.answers if g.strip()]
-    return [s for s in _sentences(sample.context) if any(g in s for g in golds)]
-
-
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
 # Longest run of filler sentences a noisy prompt adds to the notes (the shipped adapter's
@@ -171,7 +155,7 @@ def oracle_final(
 ) -> OracleTurn:
     """The ideal final call: the shortest gold answer, boxed."""
     messages = final_messages(question, memory, prompts)
-    return OracleTurn(messages, f"\\boxed{{{_shortest(answers)}}}", "final")
+    return OracleTurn(messages, f"\\boxed{{{shortest_answer(answers)}}}", "final")
 
 
 def _filler(text: str, evidence: Sequence[str], answers: Sequence[str]) -> list[str]:
@@ -179,7 +163,7 @@ def _filler(text: str, evidence: Sequence[str], answers: Sequence[str]) -> list[
     golds = [g for g in answers if g.strip()]
     return [
         s
-        for s in _sentences(text)
+        for s in split_sentences(text)
         if not any(s in e or e in s for e in evidence) and not any(g in s for g in golds)
     ]
 
@@ -215,7 +199,7 @@ def _wrong_value(answers: Sequence[str], rng: random.Random) -> str:
     """A number (of the gold's length, or a small one as models often make up) for a
     numeric gold, else a short word; never a gold answer."""
     golds = {a.strip() for a in answers}
-    gold = _shortest(answers).strip()
+    gold = shortest_answer(answers).strip()
     while True:
         if gold.isdigit():
             digits = len(gold) if rng.random() < 0.5 else rng.randint(1, 2)
@@ -337,6 +321,7 @@ def _dropped(turn: OracleTurn, update_share: float, rng: random.Random) -> bool:
     return rng.random() >= update_share
 
 
-def _shortest(answers: Sequence[str]) -> str:
+def shortest_answer(answers: Sequence[str]) -> str:
+    """The shortest non-blank gold alias: what an ideal final reply boxes ("" if none)."""
     usable = [a for a in answers if a.strip()]
     return min(usable, key=len) if usable else ""

@@ -29,8 +29,9 @@ from collections.abc import Sequence
 from ..agents.memagent import NO_MEMORY
 from ..agents.recall import TfidfHistory
 from ..agents.rememr1 import ReMemR1, final_messages, format_recalled, step_messages
+from ..data.evidence import evidence_sentences, split_sentences
 from ..data.records import Sample
-from .oracle import OracleTurn, _sentences, _shortest, evidence_sentences
+from .oracle import OracleTurn, shortest_answer
 
 NOTHING = "This section adds nothing about the problem."
 NOTED = "This section states {attribute}s of places not yet tied to the problem; noting them."
@@ -79,7 +80,7 @@ async def rememr1_episode(agent: ReMemR1, sample: Sample) -> list[OracleTurn] | 
     if chain and fact not in memory and fact not in recalled:
         return None
     final = final_messages(sample.question, recalled, memory, config.prompts)
-    turns.append(OracleTurn(final, f"\\boxed{{{_shortest(sample.answers)}}}", "final"))
+    turns.append(OracleTurn(final, f"\\boxed{{{shortest_answer(sample.answers)}}}", "final"))
     return turns
 
 
@@ -88,7 +89,7 @@ def _candidates(text: str, attribute: str, kept: Sequence[str]) -> list[str]:
     if not attribute:
         return []
     return [
-        s for s in _sentences(text)
+        s for s in split_sentences(text)
         if attribute in s and re.search(r"\d{4,}", s) and s not in kept
     ]  # fmt: skip
 

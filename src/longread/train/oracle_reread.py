@@ -27,9 +27,10 @@ from collections.abc import Sequence
 
 from ..agents.memagent import NO_MEMORY
 from ..agents.memreread import MemReread, decide_messages, integrate_messages
+from ..data.evidence import evidence_sentences
 from ..data.records import Sample
 from ..text.chunking import Chunk
-from .oracle import OracleTurn, Reading, evidence_sentences, oracle_final, oracle_pass
+from .oracle import OracleTurn, Reading, oracle_final, oracle_pass
 
 
 def root_evidence(sample: Sample, chunks: Sequence[Chunk]) -> list[str]:

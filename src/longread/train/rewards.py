@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..agents.memagent import NO_MEMORY
+from ..eval import evidence_watch
+from ..eval.evidence_watch import EvidenceWatch
 from ..eval.scoring import extract_prediction, score_answer, word_recall
 from ..trace import FORMAT_ERROR, MEMORY_KEPT, Run, Step
 
@@ -173,27 +175,14 @@ def contained_reward(run: Run, golds: Sequence[str]) -> float:
 
 # --- exit gate (GRU-Mem, ALGORITHMS.md section 8) -----------------------------------------
 
-# How much of an evidence sentence's end must appear in a read section to count it as read:
-# a sentence cut by a chunk boundary ends in the later chunk, so reading its tail means the
-# whole of it was read (whitespace and case dropped, as the prompt may reflow them). Short
-# enough that a boundary rarely falls inside it; a generic tail may count an unread sentence
-# as read, which only withholds a penalty.
-EVIDENCE_TAIL_CHARS = 24
-
 
 def stopped_before_evidence(run: Run, evidence: Sequence[str]) -> bool:
     """Whether the run's exit gate stopped reading (``chunks_read`` < ``chunks`` in its config)
-    before an evidence sentence: one whose end is in none of the update prompts it was shown.
-    A run that read every chunk never stopped early, whatever it missed."""
-    read, total = run.config.get("chunks_read"), run.config.get("chunks")
-    if read is None or total is None or read >= total:
-        return False
-    shown = [_no_spaces(prompt_text(s)) for s in run.steps if s.kind == "update"]
-    return any(
-        not any(tail in prompt for prompt in shown)
-        for tail in (_no_spaces(e)[-EVIDENCE_TAIL_CHARS:] for e in evidence)
-        if tail
-    )
+    before an evidence sentence was shown (eval/evidence_watch.py: the eval report's test)."""
+    watch = EvidenceWatch(evidence)
+    for step in run.steps:
+        watch.write(step)
+    return evidence_watch.stopped_before_evidence(run.config, watch)
 
 
 def exit_gate_reward(

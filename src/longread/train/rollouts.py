@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from ..agents import make_agent, make_config
 from ..agents.memagent import MemAgent
+from ..data.evidence import evidence_sentences
 from ..data.records import Sample
 from ..errors import UsageError
 from ..llm.base import LLMBackend
@@ -36,7 +37,6 @@ from .config import TrainConfig
 from .credit import GroupCredit, group_credit
 from .engines import RolloutEngine
 from .episodes import TrainingRow, training_rows
-from .oracle import evidence_sentences
 
 
 @dataclass
