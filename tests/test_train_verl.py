@@ -450,6 +450,24 @@ async def test_the_loop_records_rememr1_step_rewards_and_scores_a_wrong_answer_z
     assert rewards == [2.0] + [1.0] * (len(outputs) - 1)
 
 
+async def test_the_loop_scores_with_the_cpu_trainers_reward_options(hf_tokenizer):
+    """strict+recall as the CPU trainer's credit step gives it: a wrong answer whose final
+    memory holds the gold earns recall_weight x 1."""
+    outputs, _ = await run_loop(
+        hf_tokenizer, "\\boxed{1234}", reward="strict+recall", recall_weight=0.25
+    )
+    assert outputs[-1].reward_score == 0.25
+    verl_modules()
+    from hydra.errors import InstantiationException
+
+    with pytest.raises(InstantiationException, match="exit_gate: true"):
+        build_loop(hf_tokenizer, ScriptedServers(hf_tokenizer, []), skip_bonus=0.5)
+    gated = build_loop(
+        hf_tokenizer, ScriptedServers(hf_tokenizer, []), name="longread_memagent_gated"
+    )  # the example's gated entry: the gate rewards on, as the CPU trainer's reward section
+    assert gated.gate_weights == (1.0, 0.5) and gated.agent_options["exit_gate"] is True
+
+
 async def test_the_rollouts_of_one_sample_cut_its_document_once(hf_tokenizer, monkeypatch):
     loop_module, _ = verl_modules()
     from longread.text.chunking import chunk_text

@@ -129,14 +129,11 @@ def group_credit(
     sample's ``evidence`` sentences."""
     check_estimator(estimator)
     reward_fn = reward_function(reward, kind, recall_weight)
-    rewards = [reward_fn(run, golds) for run in runs]
     correct = [outcome_reward(run, golds, kind=kind) for run in runs]
-    if early_exit_penalty or skip_bonus:
-        rewards = [
-            r + exit_gate_reward(run, evidence, c, early_penalty=early_exit_penalty,
-                                 skip_bonus=skip_bonus)
-            for r, run, c in zip(rewards, runs, correct, strict=True)
-        ]  # fmt: skip
+    rewards = [
+        reward_fn(run, golds) + exit_gate_term(run, evidence, c, early_exit_penalty, skip_bonus)
+        for run, c in zip(runs, correct, strict=True)
+    ]
     steps = [step_terms(run, golds, estimator) for run in runs]
     terms = None if any(s is None for s in steps) else [s or [] for s in steps]
     rereads = [reread_count(run) for run in runs]
@@ -156,6 +153,22 @@ def group_credit(
     elif estimator == "rea":
         degenerate = degenerate and len(set(rereads)) <= 1
     return GroupCredit(rewards, correct, advantages, degenerate)
+
+
+def exit_gate_term(
+    run: Run,
+    evidence: Sequence[str],
+    correct: float,
+    early_exit_penalty: float = 0.0,
+    skip_bonus: float = 0.0,
+) -> float:
+    """The exit gate's reward terms for one rollout (GRU-Mem; 0 when both weights are 0, the
+    papers' MemAgent reward): what this trainer and verl's agent loop both add."""
+    if not (early_exit_penalty or skip_bonus):
+        return 0.0
+    return exit_gate_reward(
+        run, evidence, correct, early_penalty=early_exit_penalty, skip_bonus=skip_bonus
+    )
 
 
 def check_estimator(estimator: str) -> None:

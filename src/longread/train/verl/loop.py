@@ -15,7 +15,12 @@ Agent loop config file (``actor_rollout_ref.rollout.agent.agent_loop_config_path
       _target_: longread.train.verl.loop.LongreadAgentLoop
       agent: memagent            # any longread agent with memory: memagent, rememr1, memreread
       agent_options: {chunk_tokens: 5000, memory_tokens: 1024}
-      reward: strict             # strict (the eval judge) or contained (MemReread's)
+      reward: strict             # strict (the eval judge), contained (MemReread's) or
+                                 # strict+recall (plus recall_weight x the gold's recall in
+                                 # the final memory): train/credit.py's reward_function
+      recall_weight: 0.5
+      early_exit_penalty: 0.0    # the exit gate's terms (agent_options exit_gate: true), as
+      skip_bonus: 0.0            # the CPU trainer's reward section: credit.exit_gate_term
       step_rewards: none         # the step term the advantage mixes in, one per conversation:
                                  # rememr1 (ReMemR1's r_t, for longread_rememr1) or rea
                                  # (MemReread's format term, for longread_rea)
@@ -38,13 +43,15 @@ from pathlib import Path
 from typing import Any
 
 from ...agents.registry import agent_spec, make_agent, make_config
+from ...data.evidence import evidence_sentences
+from ...data.records import Sample
 from ...errors import BackendError, BudgetError, UsageError
 from ...llm.base import Completion, Message, SamplingParams
 from ...text.chunking import Chunk, chunk_text
 from ...text.tokenizer import Tokenizer
 from ...trace import Run
-from ..credit import step_terms
-from ..rewards import contained_reward, outcome_reward, reread_count
+from ..credit import REWARDS, exit_gate_term, reward_function, step_terms
+from ..rewards import outcome_reward, reread_count
 from . import verl_missing
 from .rows import LOOP_NAME, PAYLOAD_KEY, ConversationOutput, conversation_outputs, sample_from_row
 
@@ -59,7 +66,6 @@ try:
 except ImportError as error:
     raise verl_missing(error) from None
 
-REWARDS = ("strict", "contained")
 STEP_REWARDS = ("none", "rememr1", "rea")
 
 
@@ -207,6 +213,9 @@ class LongreadAgentLoop(AgentLoopBase):
         reward: str = "strict",
         step_rewards: str = "none",
         trace_dir: str | None = None,
+        recall_weight: float = 0.5,
+        early_exit_penalty: float = 0.0,
+        skip_bonus: float = 0.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -217,7 +226,11 @@ class LongreadAgentLoop(AgentLoopBase):
             raise UsageError(f"step_rewards must be one of {', '.join(STEP_REWARDS)}")
         self.agent_name = agent
         self.agent_options = _plain(agent_options)
+        if (early_exit_penalty or skip_bonus) and not self.agent_options.get("exit_gate"):
+            raise UsageError("early_exit_penalty / skip_bonus need agent_options exit_gate: true")
         self.reward = reward
+        self.recall_weight = float(recall_weight)
+        self.gate_weights = (float(early_exit_penalty), float(skip_bonus))
         self.step_rewards = step_rewards
         self.trace_dir = Path(trace_dir) if trace_dir else None
 
@@ -253,14 +266,16 @@ class LongreadAgentLoop(AgentLoopBase):
             document = await _CHUNKS.get(str(kwargs["uid"]), sample.context, tokenizer, size)
         run = await agent.run(sample.question, document, sample_id=sample.id or None)
         self._save(run, kwargs)
-        outputs = self._outputs(run, sample.answers, str(sample.meta["kind"]))
+        outputs = self._outputs(run, sample)
         return [self._verl_output(o, backend) for o in outputs]
 
-    def _outputs(self, run: Run, golds: list[str], kind: str) -> list[ConversationOutput]:
-        if self.reward == "contained":
-            outcome = contained_reward(run, golds)
-        else:
-            outcome = outcome_reward(run, golds, kind=kind)
+    def _outputs(self, run: Run, sample: Sample) -> list[ConversationOutput]:
+        """The run's conversations, scored by the reward the CPU trainer's credit step gives."""
+        golds, kind = sample.answers, str(sample.meta["kind"])
+        outcome = reward_function(self.reward, kind, self.recall_weight)(run, golds)
+        if any(self.gate_weights):
+            correct = outcome_reward(run, golds, kind=kind)
+            outcome += exit_gate_term(run, evidence_sentences(sample), correct, *self.gate_weights)
         # The same per-conversation term the CPU trainer's credit step computes.
         steps = None if self.step_rewards == "none" else step_terms(run, golds, self.step_rewards)
         return conversation_outputs(run, outcome, step_rewards=steps, rereads=reread_count(run))
