@@ -353,3 +353,59 @@ async def test_an_exit_gate_run_reports_the_share_of_the_document_read(tmp_path)
     (cells,) = table_rows(markdown).values()
     assert cells[-2:] == [f"{100 * share:.0f}%", "1 of 2"]
     assert [r["exit_before_evidence"] for r in rows] == [False, True]
+
+
+async def test_the_report_counts_recalls_that_brought_back_the_answer_and_rereads(tmp_path):
+    """ReMemR1's recalls (and the samples where one brought back a gold answer, from the
+    step records) and MemReread's rereads get columns of their own."""
+    from dataclasses import replace
+
+    from longread.agents.rememr1 import ReMemR1, ReMemR1Config
+
+    from .scripted import ScriptedBackend, WordTokenizer
+
+    def update(memory: str, recall: str | None = None) -> str:
+        asked = f"<recall>{recall}</recall>" if recall else ""
+        return f"<update>{memory}</update>{asked}"
+
+    replies = [
+        update("Warehouse Delta's door code is 4720519."),  # the fact, first
+        update("Nothing about parcels."),
+        update("The amber parcel went to Warehouse Delta.", recall="Warehouse Delta code"),
+        "\\boxed{4720519}",
+    ]
+    scripted = ScriptedBackend(replies)
+    config = ReMemR1Config(chunk_tokens=6)
+    doc = "Delta code is 4720519 here. Filler words only here now. Amber parcel went to Delta."
+    (one,) = [replace(s, context=doc, answers=["4720519"]) for s in TOY[:1]]
+
+    def rememr1(progress):
+        return ReMemR1(scripted, WordTokenizer(), config, progress)
+
+    with open_store(tmp_path / "m", "rememr1") as store:
+        await run_eval([one], rememr1, store, 1, progress=False)
+    (row,) = load_runs([tmp_path / "m"])
+    assert (row["recalls"], row["recall_hits"]) == (1, 1)
+    markdown = markdown_report([row])
+    assert "| recalls | samples a recall helped |" in markdown
+    (cells,) = table_rows(markdown).values()
+    assert cells[-2:] == ["1.0", "1 of 1"]
+
+    from longread.agents.memreread import MemReread, MemRereadConfig
+
+    from .test_memreread import Router
+
+    router = Router(["<subquestion>Which warehouse got the parcel?</subquestion>", "<stop/>"])
+    rereader = ScriptedBackend([router] * 20)
+
+    def memreread(progress):
+        return MemReread(rereader, WordTokenizer(), MemRereadConfig(chunk_tokens=6), progress)
+
+    with open_store(tmp_path / "r", "memreread") as store:
+        await run_eval([one], memreread, store, 1, progress=False)
+    (reread,) = load_runs([tmp_path / "r"])
+    assert reread["rereads"] == 1 and "recalls" not in reread
+    both = markdown_report([row, reread])
+    assert "| recalls | samples a recall helped | rereads |" in both
+    cells = table_rows(both)
+    assert [c[-3:] for c in cells.values()] == [["-", "-", "1.0"], ["1.0", "1 of 1", "-"]]

@@ -308,6 +308,12 @@ def _table(rows: list[Row]) -> list[str]:
     columns += ["capped updates", "s/sample"]
     gated = any(r.get("chunks_read") is not None for r in rows)  # exit gate: how much read
     columns += ["read", "stops before evidence"] if gated else []
+    # The agents' own mechanisms (eval/runner.py _mechanism_use): ReMemR1's recalls and
+    # MemReread's rereads, per sample; rows of other agents show "-".
+    recalling = any(r.get("recalls") is not None for r in rows)
+    rereading = any(r.get("rereads") is not None for r in rows)
+    columns += ["recalls", "samples a recall helped"] if recalling else []
+    columns += ["rereads"] if rereading else []
     lines = ["| " + " | ".join(columns) + " |"]
     lines.append("|" + "|".join("---" if c == "agent" else "---:" for c in columns) + "|")
     groups: dict[tuple[Any, str], list[Row]] = defaultdict(list)
@@ -315,8 +321,14 @@ def _table(rows: list[Row]) -> list[str]:
         groups[(row["context_length"], row["agent"])].append(row)
     for length, agent in sorted(groups, key=lambda k: (_length_key(k[0]), k[1])):
         cells = [_show_length(length), agent, *_cells(groups[(length, agent)], ruler)]
+        group = groups[(length, agent)]
         if gated:
-            cells += [_read_share(groups[(length, agent)]), _early_stops(groups[(length, agent)])]
+            cells += [_read_share(group), _early_stops(group)]
+        if recalling:
+            cells += _recall_cells(group)
+        if rereading:
+            rereads = [r for r in group if r.get("rereads") is not None]
+            cells.append(_mean(rereads, "rereads", "{:.1f}"))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -357,6 +369,16 @@ def _early_stops(rows: list[Row]) -> str:
     if not stops:
         return "-"
     return f"{sum(bool(r.get('exit_before_evidence')) for r in stops)} of {len(stops)}"
+
+
+def _recall_cells(rows: list[Row]) -> list[str]:
+    """ReMemR1's recalls per sample, and the samples where a recall brought back memory
+    holding a gold answer (``2 of 10``)."""
+    known = [r for r in rows if r["status"] == DONE and r.get("recalls") is not None]
+    if not known:
+        return ["-", "-"]
+    helped = sum(r["recall_hits"] > 0 for r in known)
+    return [_mean(known, "recalls", "{:.1f}"), f"{helped} of {len(known)}"]
 
 
 def _update_cells(done: list[Row]) -> list[str]:

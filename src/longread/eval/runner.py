@@ -36,7 +36,7 @@ from ..errors import BackendError, LongreadError, UsageError
 from ..trace import MEMORY_TRUNCATED, Run, Step, StepSink, TraceWriter
 from .citation_score import citation_score
 from .evidence_watch import EvidenceWatch, stopped_before_evidence
-from .scoring import SCORERS, score_answer
+from .scoring import SCORERS, score_answer, sub_em
 from .store import DONE, FAILED, RunStore, SampleResult
 
 # Builds one agent per sample around the shared backend, reporting each call to ``progress``.
@@ -355,7 +355,7 @@ async def _finished(
     score = score_answer(run.final_reply, sample.answers, kind=sample.meta.get("kind", "qa"))
     await asyncio.to_thread(writer.finish, run)
     scores = {**score.to_dict(), **citation_score(run.citations, run.supported, sample)}
-    cost = _cost(run)
+    cost = {**_cost(run), **_mechanism_use(run, sample.answers)}
     if watch is not None and "chunks_read" in cost:  # the report's "exits before evidence"
         cost["exit_before_evidence"] = stopped_before_evidence(run.config, watch)
     result = _result(sample, DONE, scores, cost=cost, trace=_trace_path(sample))
@@ -454,6 +454,19 @@ def _cost(run: Run) -> dict[str, Any]:
         "updates_truncated": sum(MEMORY_TRUNCATED in step.flags for step in updates),
         **read,
     }
+
+
+def _mechanism_use(run: Run, golds: Sequence[str]) -> dict[str, int]:
+    """What the agent's own mechanism did (the report's "recalls" and "rereads" columns):
+    ReMemR1's recall queries, and how many brought back memory holding a gold answer;
+    MemReread's rereads (its integrate calls). Empty for other agents."""
+    if run.agent == "rememr1":
+        recalled = [s.recall.memory for s in run.steps if s.recall is not None]
+        hits = sum(bool(memory) and sub_em(memory or "", golds) > 0 for memory in recalled)
+        return {"recalls": len(recalled), "recall_hits": hits}
+    if run.agent == "memreread":
+        return {"rereads": sum(s.kind == "integrate" for s in run.steps)}
+    return {}
 
 
 class _FailureStreak:
