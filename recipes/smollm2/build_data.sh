@@ -84,6 +84,8 @@ build "$OUT/train1f/niah_multikey_1" ruler --task niah_multikey_1 --lengths 5000
 build "$OUT/heldout32k" ruler --task niah_single_2 --lengths 32000 --n 10 --seed 1006
 # ... and 10 more (issue 26: 2a against 2b at N=20; 32001 keeps the ids apart)
 build "$OUT/heldout32k-b" ruler --task niah_single_2 --lengths 32001 --n 10 --seed 1015
+# ... and 10 more 8K ones (the section-first check at N=20 with heldout8k)
+build "$OUT/heldout8k-b" ruler --task niah_single_2 --lengths 8193 --n 10 --seed 1016
 
 
 # Issue 26, stage 2a (sft2a.toml): every training wording ("varied": RULER's, the demo's and
