@@ -259,3 +259,47 @@ def test_contained_reward_is_looser_than_the_outcome_reward():
     run = run_of("\\boxed{New York City}")
     assert contained_reward(run, ["new york"]) == 1.0
     assert outcome_reward(run, ["new york"]) == 0.0
+
+
+# --- notes the document does not support (made-up answers) ---------------------------------
+
+DOCUMENT = "Filler about hills. The special magic number for calm-planet is: 8981983. More filler."
+
+
+def notes_run(*memories: str) -> Run:
+    steps = [step("update", i, memory=m) for i, m in enumerate(memories)]
+    final = step("final", len(memories), reply="\\boxed{8981983}")
+    return run_of("\\boxed{8981983}", [*steps, final], agent="memagent")
+
+
+def test_a_made_up_number_in_the_notes_counts_until_it_is_replaced():
+    from longread.train.rewards import unsupported_note_share
+
+    made_up = notes_run(
+        "The special magic number for calm-planet is 11.",  # 11: stated nowhere
+        "The special magic number for calm-planet is 11.",
+        "The special magic number for calm-planet is 8981983.",  # replaced at the needle
+        "The special magic number for calm-planet is 8981983.",
+    )
+    honest = notes_run(
+        "Nothing yet.", "Nothing yet.", "calm-planet: 8981983.", "calm-planet: 8981983."
+    )
+    assert unsupported_note_share(made_up, DOCUMENT) == 0.5  # 2 of 4 updates
+    assert unsupported_note_share(honest, DOCUMENT) == 0.0
+    # A gold answer is stated even where a state-reset sample's few sections do not hold it.
+    carried = notes_run("calm-planet: 8981983.")
+    assert unsupported_note_share(carried, "Filler only.", ["8981983"]) == 0.0
+    assert unsupported_note_share(carried, "Filler only.") == 1.0
+
+
+def test_the_group_credit_prefers_the_rollout_that_made_nothing_up():
+    from longread.train.credit import group_credit
+
+    made_up = notes_run("Magic number is 11.", "Magic number is 8981983.")
+    honest = notes_run("Nothing yet.", "Magic number is 8981983.")
+    plain = group_credit([made_up, honest], ["8981983"])
+    assert plain.rewards == [1.0, 1.0] and plain.degenerate  # the outcome cannot tell them apart
+    penalised = group_credit(
+        [made_up, honest], ["8981983"], unsupported_penalty=0.5, document=DOCUMENT
+    )
+    assert penalised.rewards == [0.75, 1.0] and not penalised.degenerate

@@ -457,6 +457,9 @@ async def test_the_loop_scores_with_the_cpu_trainers_reward_options(hf_tokenizer
         hf_tokenizer, "\\boxed{1234}", reward="strict+recall", recall_weight=0.25
     )
     assert outputs[-1].reward_score == 0.25
+    # Notes that state only the document's number: the made-up-number term takes nothing.
+    outputs, _ = await run_loop(hf_tokenizer, "\\boxed{4817}", unsupported_penalty=1.0)
+    assert outputs[-1].reward_score == 1.0
     verl_modules()
     from hydra.errors import InstantiationException
 

@@ -139,6 +139,11 @@ class RewardSection:
     skip_bonus: float = option(
         0.0, "exit gate: add this x the share of chunks not read when the answer is right"
     )
+    unsupported_penalty: float = option(
+        0.0,
+        "subtract this x the share of updates whose notes hold a number neither the document, "
+        "the question nor a gold answer states (a made-up answer; 0 = the papers' reward)",
+    )
 
 
 @dataclass
@@ -324,8 +329,10 @@ class TrainConfig:
 
     def _check_gate_rewards(self) -> None:
         terms = (self.reward.early_exit_penalty, self.reward.skip_bonus)
-        if min(terms) < 0:
-            raise UsageError("reward.early_exit_penalty and reward.skip_bonus are sizes: 0 or more")
+        if min(*terms, self.reward.unsupported_penalty) < 0:
+            raise UsageError(
+                "reward.early_exit_penalty, skip_bonus and unsupported_penalty are sizes: 0 or more"
+            )
         if max(terms) > 0 and not self.agent.options.get("exit_gate"):
             raise UsageError(
                 "reward.early_exit_penalty / skip_bonus reward the exit gate: set "

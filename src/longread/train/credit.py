@@ -42,6 +42,7 @@ from .rewards import (
     outcome_reward,
     rememr1_step_rewards,
     reread_count,
+    unsupported_note_share,
 )
 
 ESTIMATORS = ("grpo", "rememr1", "rea")
@@ -121,17 +122,23 @@ def group_credit(
     evidence: Sequence[str] = (),
     early_exit_penalty: float = 0.0,
     skip_bonus: float = 0.0,
+    unsupported_penalty: float = 0.0,
+    document: str = "",
 ) -> GroupCredit:
     """Score a group and give each conversation of each rollout its advantage
     (:func:`group_advantages`). ``alpha`` None is the paper's (:data:`DEFAULT_ALPHA`).
     ``early_exit_penalty`` and ``skip_bonus`` add the exit gate's terms
     (:func:`~longread.train.rewards.exit_gate_reward`) to each reward, judged against the
-    sample's ``evidence`` sentences."""
+    sample's ``evidence`` sentences; ``unsupported_penalty`` subtracts that weight times the
+    share of updates whose notes hold a number ``document`` (the sample's text and question)
+    never states (:func:`~longread.train.rewards.unsupported_note_share`)."""
     check_estimator(estimator)
     reward_fn = reward_function(reward, kind, recall_weight)
     correct = [outcome_reward(run, golds, kind=kind) for run in runs]
     rewards = [
-        reward_fn(run, golds) + exit_gate_term(run, evidence, c, early_exit_penalty, skip_bonus)
+        reward_fn(run, golds)
+        + exit_gate_term(run, evidence, c, early_exit_penalty, skip_bonus)
+        - unsupported_term(run, document, golds, unsupported_penalty)
         for run, c in zip(runs, correct, strict=True)
     ]
     steps = [step_terms(run, golds, estimator) for run in runs]
@@ -169,6 +176,12 @@ def exit_gate_term(
     return exit_gate_reward(
         run, evidence, correct, early_penalty=early_exit_penalty, skip_bonus=skip_bonus
     )
+
+
+def unsupported_term(run: Run, document: str, golds: Sequence[str], penalty: float) -> float:
+    """``penalty`` x the share of the run's updates whose notes hold a number ``document`` and
+    the gold answers never state (0 when ``penalty`` is 0, the papers' reward)."""
+    return penalty * unsupported_note_share(run, document, golds) if penalty else 0.0
 
 
 def check_estimator(estimator: str) -> None:

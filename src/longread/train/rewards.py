@@ -11,6 +11,7 @@ trained on exactly what it is scored on.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -207,3 +208,25 @@ def exit_gate_reward(
     if stopped_before_evidence(run, evidence):
         return -early_penalty
     return skip_bonus * (1.0 - read / total) if correct else 0.0
+
+
+# --- notes the document does not support ---------------------------------------------------
+
+_NUMBER = re.compile(r"\d+")
+
+
+def unsupported_note_share(run: Run, document: str, golds: Sequence[str] = ()) -> float:
+    """The share of a run's memory updates whose notes hold a number that neither the document
+    (with the question: pass both as ``document``) nor a gold answer states: a made-up answer
+    such as "The special magic number ... is 11." written before the needle came. The outcome
+    reward pays a rollout that makes a claim up and replaces it later as much as one that never
+    made one up; this term, subtracted with a weight, tells them apart. A state-reset sample's
+    document is its few sections, so a number its notes carried in from earlier sections
+    counts as made up unless it is the gold (on RULER's needles the only number worth keeping).
+    0.0 for a run without updates."""
+    stated = set(_NUMBER.findall(document)) | set(_NUMBER.findall(" ".join(golds)))
+    notes = [s.memory for s in run.steps if s.kind == "update" and s.memory is not None]
+    if not notes:
+        return 0.0
+    made_up = sum(any(n not in stated for n in _NUMBER.findall(note)) for note in notes)
+    return made_up / len(notes)

@@ -200,6 +200,8 @@ def credit_of(config: TrainConfig, sample: Sample, runs: list[Run]) -> GroupCred
         evidence=evidence_sentences(sample) if gated else (),
         early_exit_penalty=reward.early_exit_penalty,
         skip_bonus=reward.skip_bonus,
+        unsupported_penalty=reward.unsupported_penalty,
+        document=f"{sample.context}\n{sample.question}" if reward.unsupported_penalty else "",
     )
 
 

@@ -21,6 +21,7 @@ Agent loop config file (``actor_rollout_ref.rollout.agent.agent_loop_config_path
       recall_weight: 0.5
       early_exit_penalty: 0.0    # the exit gate's terms (agent_options exit_gate: true), as
       skip_bonus: 0.0            # the CPU trainer's reward section: credit.exit_gate_term
+      unsupported_penalty: 0.0   # minus this x the share of updates with made-up numbers
       step_rewards: none         # the step term the advantage mixes in, one per conversation:
                                  # rememr1 (ReMemR1's r_t, for longread_rememr1) or rea
                                  # (MemReread's format term, for longread_rea)
@@ -50,7 +51,7 @@ from ...llm.base import Completion, Message, SamplingParams
 from ...text.chunking import Chunk, chunk_text
 from ...text.tokenizer import Tokenizer
 from ...trace import Run
-from ..credit import REWARDS, exit_gate_term, reward_function, step_terms
+from ..credit import REWARDS, exit_gate_term, reward_function, step_terms, unsupported_term
 from ..rewards import outcome_reward, reread_count
 from . import verl_missing
 from .rows import LOOP_NAME, PAYLOAD_KEY, ConversationOutput, conversation_outputs, sample_from_row
@@ -216,6 +217,7 @@ class LongreadAgentLoop(AgentLoopBase):
         recall_weight: float = 0.5,
         early_exit_penalty: float = 0.0,
         skip_bonus: float = 0.0,
+        unsupported_penalty: float = 0.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -231,6 +233,7 @@ class LongreadAgentLoop(AgentLoopBase):
         self.reward = reward
         self.recall_weight = float(recall_weight)
         self.gate_weights = (float(early_exit_penalty), float(skip_bonus))
+        self.unsupported_penalty = float(unsupported_penalty)
         self.step_rewards = step_rewards
         self.trace_dir = Path(trace_dir) if trace_dir else None
 
@@ -276,6 +279,8 @@ class LongreadAgentLoop(AgentLoopBase):
         if any(self.gate_weights):
             correct = outcome_reward(run, golds, kind=kind)
             outcome += exit_gate_term(run, evidence_sentences(sample), correct, *self.gate_weights)
+        document = f"{sample.context}\n{sample.question}"
+        outcome -= unsupported_term(run, document, golds, self.unsupported_penalty)
         # The same per-conversation term the CPU trainer's credit step computes.
         steps = None if self.step_rewards == "none" else step_terms(run, golds, self.step_rewards)
         return conversation_outputs(run, outcome, step_rewards=steps, rereads=reread_count(run))
