@@ -65,24 +65,26 @@ else
     rm -rf recipes/smollm2/stages/sft2a && cp -r "$RUNS/sft2a/adapter" recipes/smollm2/stages/sft2a
   fi
 fi
-# Stage 2d: 2b's GRPO redone from 2a with "before" states and lr 1e-4 (grpo2d.toml); its
-# states are committed (states/*-before.jsonl, cut from the same reads as 2b's). Runs before
-# 2b's remaining steps: 2b's diagnosis asked for it.
+# Stage 2d (grpo2d.toml: "before" states, lr 1e-4) stopped after 2 steps: it broke the paper
+# order (CAMPAIGN.md); `snapshot.py restore grpo2d` and its train command resume it by hand.
+# Stage 2e: 2d's states at lr 3e-5 with the made-up-number penalty (grpo2e.toml). Its states
+# are committed (states/*-before.jsonl, cut from the same reads as 2b's). Runs before 2b's
+# remaining steps.
 if finished sft2a || [ -d recipes/smollm2/stages/sft2a ]; then
   for states in states2b states2c; do
     [ -f "recipes/smollm2/states/$states-before.jsonl" ] && continue
     flags=$([ "$states" = states2c ] && echo 1 || echo 0)
     STATES=$states SECTION_FIRST=$flags KINDS=before NAME=$states-before recipes/smollm2/states.sh
   done
-  .venv/bin/python recipes/smollm2/snapshot.py restore grpo2d
-  stage grpo2d
+  .venv/bin/python recipes/smollm2/snapshot.py restore grpo2e
+  stage grpo2e
 fi
 # Stage 2b: GRPO on state-reset episodes from the memory states stage 2a reached (committed in
 # recipes/smollm2/states/; without them states.sh reads 18 long training documents in the
 # paper's order and 24 8K ones section-first with it, about 50 minutes, resumable). A run an
 # earlier session stopped and saved (snapshot.py save grpo2b) goes on from its last step.
-# Only once 2d has all its steps (a session stopped inside 2d goes on with 2d first).
-if finished grpo2d; then
+# Only once 2e has all its steps (a session stopped inside 2e goes on with 2e first).
+if finished grpo2e; then
   [ -f recipes/smollm2/states/states2b.jsonl ] || KINDS=arrival recipes/smollm2/states.sh
   [ -f recipes/smollm2/states/states2c.jsonl ] ||
     STATES=states2c SECTION_FIRST=1 KINDS=arrival recipes/smollm2/states.sh
