@@ -279,8 +279,9 @@ class LongreadAgentLoop(AgentLoopBase):
         if any(self.gate_weights):
             correct = outcome_reward(run, golds, kind=kind)
             outcome += exit_gate_term(run, evidence_sentences(sample), correct, *self.gate_weights)
-        document = f"{sample.context}\n{sample.question}"
-        outcome -= unsupported_term(run, document, golds, self.unsupported_penalty)
+        if self.unsupported_penalty:  # a copy of the whole document, only when it is used
+            document = f"{sample.context}\n{sample.question}"
+            outcome -= unsupported_term(run, document, golds, self.unsupported_penalty)
         # The same per-conversation term the CPU trainer's credit step computes.
         steps = None if self.step_rewards == "none" else step_terms(run, golds, self.step_rewards)
         return conversation_outputs(run, outcome, step_rewards=steps, rereads=reread_count(run))
