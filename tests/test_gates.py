@@ -182,18 +182,18 @@ async def gated_run(exit_at: int | None, sections: Sequence[str] = tuple(SECTION
 
 
 async def test_stopping_before_the_evidence_costs_the_penalty_whatever_the_answer():
-    from longread.train.rewards import exit_gate_reward, stopped_before_evidence
+    from longread.train.rewards import exit_gate_reward, run_stopped_before_evidence
 
     early = await gated_run(exit_at=0)  # read "Ann wrote it." only, yet answered right
-    assert stopped_before_evidence(early, EVIDENCE)
+    assert run_stopped_before_evidence(early, EVIDENCE)
     assert exit_gate_reward(early, EVIDENCE, 1.0, early_penalty=0.5, skip_bonus=1.0) == -0.5
 
 
 async def test_a_right_answer_after_the_evidence_earns_the_share_not_read():
-    from longread.train.rewards import exit_gate_reward, stopped_before_evidence
+    from longread.train.rewards import exit_gate_reward, run_stopped_before_evidence
 
     run = await gated_run(exit_at=1)  # read 2 of 5 sections
-    assert not stopped_before_evidence(run, EVIDENCE)
+    assert not run_stopped_before_evidence(run, EVIDENCE)
     assert exit_gate_reward(run, EVIDENCE, 1.0, early_penalty=0.5, skip_bonus=1.0) == 0.6
     assert exit_gate_reward(run, EVIDENCE, 0.0, early_penalty=0.5, skip_bonus=1.0) == 0.0
 
@@ -207,14 +207,14 @@ async def test_a_run_that_read_everything_gets_no_gate_term():
 
 
 async def test_an_evidence_sentence_cut_by_a_chunk_boundary_is_read_with_its_end():
-    from longread.train.rewards import stopped_before_evidence
+    from longread.train.rewards import run_stopped_before_evidence
 
     cut = ["It was filed by Ann, who wrote", "that the door code of the shed is 4412.", "Filler."]
     run = await gated_run(exit_at=1, sections=cut)  # stops after the sentence's second half
     sentence = "It was filed by Ann, who wrote that the door code of the shed is 4412."
-    assert not stopped_before_evidence(run, [sentence])
+    assert not run_stopped_before_evidence(run, [sentence])
     stopped = await gated_run(exit_at=0, sections=cut)  # only its first half read
-    assert stopped_before_evidence(stopped, [sentence])
+    assert run_stopped_before_evidence(stopped, [sentence])
 
 
 async def test_the_group_credit_ranks_reading_less_above_reading_all_and_early_exits_last():

@@ -177,7 +177,7 @@ def contained_reward(run: Run, golds: Sequence[str]) -> float:
 # --- exit gate (GRU-Mem, ALGORITHMS.md section 8) -----------------------------------------
 
 
-def stopped_before_evidence(run: Run, evidence: Sequence[str]) -> bool:
+def run_stopped_before_evidence(run: Run, evidence: Sequence[str]) -> bool:
     """Whether the run's exit gate stopped reading (``chunks_read`` < ``chunks`` in its config)
     before an evidence sentence was shown (eval/evidence_watch.py: the eval report's test)."""
     watch = EvidenceWatch(evidence)
@@ -197,7 +197,7 @@ def exit_gate_reward(
     """GRU-Mem's exit-gate reward terms, added to a rollout's reward:
 
     - ``-early_penalty`` when the run stopped reading before an evidence sentence
-      (:func:`stopped_before_evidence`): stopping early must never pay off by luck;
+      (:func:`run_stopped_before_evidence`): stopping early must never pay off by luck;
     - else, when its answer is right (``correct`` from the strict judge),
       ``skip_bonus`` times the share of chunks it did not read;
     - 0 for a run that read everything (the exit gate off, or never used).
@@ -205,7 +205,7 @@ def exit_gate_reward(
     read, total = run.config.get("chunks_read"), run.config.get("chunks")
     if read is None or not total or read >= total:
         return 0.0
-    if stopped_before_evidence(run, evidence):
+    if run_stopped_before_evidence(run, evidence):
         return -early_penalty
     return skip_bonus * (1.0 - read / total) if correct else 0.0
 
