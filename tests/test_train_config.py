@@ -165,3 +165,20 @@ def test_a_run_saved_before_minibatches_existed_resumes_as_it_trained(tmp_path: 
         check_same_run(saved, config, tmp_path)
     config.optim.minibatches = 1
     check_same_run(saved, config, tmp_path)  # accepted
+
+
+def test_a_resume_may_change_how_the_update_uses_memory_but_not_what_it_computes(
+    tmp_path: Path,
+) -> None:
+    """A run that ran out of memory resumes with smaller micro-batches or checkpointing; a
+    new learning rate is another run."""
+    from longread.train.runconfig import check_same_run
+
+    config = TrainConfig.from_dict({"data": {"train": [str(tmp_path / "train.jsonl")]}})
+    saved = config.to_dict()
+    config.optim.micro_batch = 1
+    config.optim.gradient_checkpointing = True
+    check_same_run(saved, config, tmp_path)  # accepted
+    config.optim.lr *= 2
+    with pytest.raises(UsageError, match="sections optim differ"):
+        check_same_run(saved, config, tmp_path)

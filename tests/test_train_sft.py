@@ -158,6 +158,29 @@ def test_the_sft_loss_weights_each_row_by_its_weight(tiny_model: Path, tmp_path:
     assert weighted == pytest.approx(2 * plain, rel=1e-5)
 
 
+def test_gradient_checkpointing_changes_memory_not_the_step(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """optim.gradient_checkpointing recomputes activations in the backward: the same loss,
+    gradient norm and weights after the step as the plain backward (float rounding apart)."""
+    raw = sft_config(tiny_model, tmp_path, steps=1)
+    plain = make_trainer(TrainConfig.from_dict(raw), tmp_path / "plain")
+    raw["optim"]["gradient_checkpointing"] = True
+    saving = make_trainer(TrainConfig.from_dict(raw), tmp_path / "saving")
+    base = saving.policy.model.base_model.model
+    assert getattr(base, "is_activation_checkpointing", None) or base.is_gradient_checkpointing
+    rows = oracle_rows(plain.oracle_agent(), plain.policy, [sample()])
+    results = [t.updater.supervised_update(rows) for t in (plain, saving)]
+    assert results[1] == pytest.approx(results[0], rel=1e-5)
+    after = [dict(t.policy.model.named_parameters()) for t in (plain, saving)]
+    changed = 0
+    for name, weight in after[0].items():
+        if weight.requires_grad:
+            torch.testing.assert_close(after[1][name], weight, rtol=1e-5, atol=1e-6)
+            changed += 1
+    assert changed  # the LoRA weights were compared, and they moved in both (lr 0.05)
+
+
 def filler_sample() -> Sample:
     """Three-plus sections of numbered filler sentences, the needle in the second half."""
     filler = [f"Filler line {i} about the hills." for i in range(48)]

@@ -24,6 +24,9 @@ DATA_HASHES = "data_sha256"  # {"train": [...], "eval": [...]}: one hash per dat
 # The settings that name a file or folder ("" when none; model.path may name the bundled model).
 PATHS = (("model", "path"), ("model", "adapter"), ("rollout", "base_gguf"))
 DATA = ("train", "eval")
+# Optim settings a resume may change: how the update is split up and what it keeps in memory,
+# not what it computes (micro-batches accumulate into one token mean).
+MEMORY_ONLY = ("micro_batch", "gradient_checkpointing")
 _NOT_PATHS = ("", ModelSection.path)  # the bundled model's name, "smollm2", is no path
 
 
@@ -63,8 +66,10 @@ def _map_paths(saved: dict[str, Any], change: Callable[[str], str]) -> dict[str,
 
 def check_same_run(saved: dict[str, Any], config: TrainConfig, run: str | Path) -> None:
     """Refuse to resume the run in ``run`` (its ``config.json``: ``saved``) with another
-    ``config``. ``run.steps`` may differ (a finished run can be extended); data is compared by
-    content where the saved config has its hashes (else by path, as it was saved)."""
+    ``config``. ``run.steps`` may differ (a finished run can be extended), and so may the
+    :data:`MEMORY_ONLY` settings (a run that ran out of memory resumes with smaller
+    micro-batches); data is compared by content where the saved config has its hashes (else
+    by path, as it was saved)."""
     theirs = _with_defaults(absolute_paths(saved, run))
     mine = absolute_paths(config.to_dict(), Path.cwd())
     hashes = theirs.pop(DATA_HASHES, None)
@@ -73,6 +78,8 @@ def check_same_run(saved: dict[str, Any], config: TrainConfig, run: str | Path) 
             theirs["data"][part] = hashes.get(part)
             mine["data"][part] = [data_hash(path) for path in getattr(config.data, part)]
     theirs["run"]["steps"] = mine["run"]["steps"] = None
+    for name in MEMORY_ONLY:  # they change memory and speed, not what the run computes
+        theirs["optim"][name] = mine["optim"][name] = None
     changed = sorted(name for name in mine if mine.get(name) != theirs.get(name))
     if changed:
         what = ", ".join(changed)

@@ -35,6 +35,18 @@ class UpdateStats:
     tokens: int = 0
 
 
+def enable_checkpointing(model: Any) -> None:
+    """Recompute each layer's activations in the backward (transformers >= 5 calls it
+    activation checkpointing, 4.x gradient checkpointing). Non-reentrant: with frozen
+    embeddings (LoRA) the reentrant variant sees inputs that need no grad and drops the
+    gradient of every layer."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 class Updater:
     """The optimizer, its schedule and the losses over ``model``'s trainable parameters.
 
@@ -55,6 +67,8 @@ class Updater:
     ) -> None:
         self.model = model
         self.optim = optim
+        if optim.gradient_checkpointing:
+            enable_checkpointing(model)
         self.pad_id = pad_id
         self.reference = reference
         self.params = [p for p in model.parameters() if p.requires_grad]
