@@ -156,8 +156,8 @@ class OptimSection:
     gradient_checkpointing: bool = option(
         False,
         "keep only each layer's input in the forward and recompute the rest in the backward: "
-        "the same gradient for about 1/3 more compute, and far less memory (a GRPO step of "
-        "four 1,000-token sections per micro-batch ran out of 24 GB without it)",
+        "the same gradient for one more forward, and less memory (an alternative to a smaller "
+        "micro_batch when a step runs out of memory; its saving on SmolLM2 is not measured)",
     )
     epochs: int = option(1, "optimizer passes over each step's rollouts (PPO epochs)")
     minibatches: int = option(
