@@ -12,9 +12,11 @@
 # Default sets: heldout8k-ledger heldout8k-unseen-keyless (unseen wordings in unseen prose),
 # heldout8k heldout8k-plain.
 # SECTION_FIRST=1 reads with --section-first (checks named SET-section-first).
+# EXIT_GATE=on|off reads with --exit-gate on/off (checks named SET-exit-on/-exit-off); unset,
+# the adapter's adapter.json decides (issue 29).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-[ $# -ge 2 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
 stage=$1 adapter=$2
 shift 2
 sets=("$@")
@@ -22,6 +24,11 @@ sets=("$@")
 flags=()
 suffix=""
 if [ "${SECTION_FIRST:-0}" = 1 ]; then flags+=(--section-first); suffix=-section-first; fi
+case "${EXIT_GATE:-}" in
+  "") ;;
+  on|off) flags+=(--exit-gate "$EXIT_GATE"); suffix="$suffix-exit-$EXIT_GATE" ;;
+  *) echo "EXIT_GATE must be on or off, not $EXIT_GATE" >&2; exit 2 ;;
+esac
 mkdir -p "recipes/smollm2/curves/$stage"
 for set in "${sets[@]}"; do
   out="recipes/smollm2/runs/checks/$stage-$set$suffix"
