@@ -7,7 +7,8 @@
 # this script after an interruption and it carries on where it stopped. Cells run in order of
 # importance (the adapter's first, then the base model's and the baselines' on the trained tasks,
 # then theirs on the untrained one); CELLS=adapter (or base, or baselines) runs one group only;
-# CELLS=agents the three memory agents on two-hop chains (issue 28);
+# CELLS=agents the three memory agents on two-hop chains (issue 28); CELLS=gates the exit
+# gate off and on (issue 29);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -90,9 +91,9 @@ sys.exit(0 if done >= sum(1 for line in open(sys.argv[2]) if line.strip()) else 
 PY
 }
 
-cell() {  # cell AGENT MODEL SET LENGTH [section-first]; MODEL: adapter or base
-  # (--adapter memory or --base-model); section-first: with --section-first (the run
-  # folder's name ends so)
+cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter memory or
+  # --base-model) or a recipe stage; HOW: section-first (with --section-first) or exit-on /
+  # exit-off (--exit-gate on/off); the run folder's name ends with HOW
   local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=()
   local out="$RUNS/$agent-$model-$set-$length${5:+-$5}" data="$DATA/${set}_${length}.jsonl"
   # A finished cell is left as it is: resuming it would load the model for nothing and add an
@@ -102,6 +103,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [section-first]; MODEL: adapter or base
   # cell of the stage shipped now with plain flags (the adapter's own settings)
   [ "$agent" = memagent ] && [ "$model" = base ] && flags+=("${MEMAGENT_FLAGS[@]}")
   [ "$how" = section-first ] && flags+=(--section-first)
+  case $how in exit-on | exit-off) flags+=(--exit-gate "${how#exit-}") ;; esac
   [ "$model" = base ] && flags+=(--base-model)
   [ "$model" = adapter ] && flags+=(--adapter memory)
   case $model in adapter | base) ;; *) flags+=(--adapter "recipes/smollm2/runs/$model/adapter.gguf") ;; esac
@@ -174,6 +176,19 @@ if want agents; then
     for agent in memagent memreread rememr1; do cell "$agent" base "$set" 8192; done
   done
   cell memagent adapter chains_reversed 8192
+fi
+# Issue 29 (CELLS=gates): the exit gate off, then on, with one stage's adapter trained with
+# it (GATE_STAGE, default sft29g: recipes/smollm2/runs/$GATE_STAGE/adapter.gguf), on
+# HotpotQA at 8K and 16K (the gate's safety: a second hop may come late) and niah_single_2
+# at 32K and 64K (its speed); each pair in a row, so an interrupted run leaves whole pairs
+if want gates; then
+  for set_length in "hotpotqa 8192" "hotpotqa 16384" "ruler_niah_single_2 32768" \
+    "ruler_niah_single_2 65536"; do
+    for how in exit-off exit-on; do
+      # shellcheck disable=SC2086  # set_length is two words on purpose
+      cell memagent "${GATE_STAGE:-sft29g}" $set_length "$how"
+    done
+  done
 fi
 trap - EXIT
 record_session
