@@ -8,9 +8,10 @@ up to the needle's chunk, then stop) and against the gate off (every chunk).
 Documents are ``make demo``'s layout (``longread.data.needle``: RULER's noise in paragraphs,
 "The special magic number is N." at the depth asked), read on the embedded model at the
 shipped adapter's settings (1,000-token chunks, 256-token memory, 32-token answers). Each
-sample runs twice, exit gate off then on (the update gate as the adapter's ``adapter.json``
-says it was trained); per depth it prints the share read (gate on; the ideal;
-off is 100%), seconds per sample both ways, and accuracy both ways. An adapter that was not
+sample runs twice, exit gate off then on (the update gate, and whether the prompt explains
+the gates, as the adapter's ``adapter.json`` says it was trained); per depth it prints the
+share read (gate on; the ideal; off is 100%), seconds per sample both ways, and accuracy both
+ways. An adapter that was not
 trained for the gate rarely says ``<exit/>``: then the share read stays near 100%. Run it on
 a quiet machine: seconds compare only within one run.
 """
@@ -35,10 +36,10 @@ DEPTHS = (0.1, 0.5, 0.9)
 
 
 async def one(backend: Any, tokenizer: Any, document: str, number: str, gate: bool,
-              args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+              args: argparse.Namespace, gates: dict[str, bool]) -> dict[str, Any]:  # fmt: skip
     config = MemAgentConfig(
         chunk_tokens=1000, memory_tokens=256, final_tokens=32, exit_gate=gate,
-        update_gate=args.update_gate, min_read=args.min_read,
+        min_read=args.min_read, **gates,
     )  # fmt: skip
     run = await MemAgent(backend, tokenizer, config).run(NEEDLE_QUESTION, document)
     chunks = run.config.get("chunks") or sum(s.kind == "update" for s in run.steps)
@@ -46,18 +47,28 @@ async def one(backend: Any, tokenizer: Any, document: str, number: str, gate: bo
     return {"correct": number in run.answer, "seconds": run.seconds, "read": read, "chunks": chunks}
 
 
+def trained_gates(adapter: str | None) -> dict[str, bool]:
+    """The gate settings both runs keep, as ``adapter`` was trained: only the exit gate is
+    compared, and an adapter that learnt <keep/> would empty its notes with that gate off."""
+    trained = read_trained_settings(adapter) if adapter not in (None, "memory") else None
+    if trained is None:
+        return {}
+    return {"update_gate": trained.update_gate, "gate_instructions": trained.gate_instructions}
+
+
 async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     settings = BackendSettings(adapter=args.adapter, base_model=args.adapter is None)
     backend = make_backend(settings)
     tokenizer = await make_tokenizer(backend, settings)
     rng = random.Random(args.seed)
+    gates = trained_gates(args.adapter)
     rows = []
     for depth in DEPTHS:
         for index in range(args.per_depth):
             number = str(rng.randrange(1_000_000, 10_000_000))
             document = needle_document_of_length(number, args.tokens, tokenizer, depth)
-            off = await one(backend, tokenizer, document, number, False, args)
-            on = await one(backend, tokenizer, document, number, True, args)
+            off = await one(backend, tokenizer, document, number, False, args, gates)
+            on = await one(backend, tokenizer, document, number, True, args, gates)
             ideal = math.ceil(depth * on["chunks"]) or 1  # chunks up to the needle's
             row = {"depth": depth, "index": index, "off": off, "on": on, "ideal_read": ideal}
             rows.append(row)
@@ -94,10 +105,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.adapter == "none":
         args.adapter = None
-    # Both runs keep the update gate the adapter was trained with: only the exit gate is
-    # compared, and an adapter that learnt <keep/> would empty its notes with that gate off.
-    trained = read_trained_settings(args.adapter) if args.adapter not in (None, "memory") else None
-    args.update_gate = bool(trained and trained.update_gate)
     rows = asyncio.run(bench(args))
     summary(rows)
     if args.out:

@@ -167,6 +167,27 @@ async def test_oracle_episodes_under_the_gates_are_the_agents_own_conversations(
     assert run.answer == "4720519" and run.config["chunks_read"] < run.config["chunks"]
 
 
+async def test_gates_without_instructions_read_tags_under_the_papers_prompt():
+    """``gate_instructions=False``: every update prompt is the papers' to the byte, yet a
+    trained reply's <exit/> still stops reading; the oracle teaches it under that prompt."""
+    from longread.data.records import Sample
+    from longread.train.oracle import oracle_episode
+
+    filler = [f"Filler line {i} about the hills." for i in range(200)]
+    doc = " ".join([*filler[:90], "The special magic number is 4720519.", *filler[90:]])
+    sample = Sample("n", "What is the special magic number?", doc, ["4720519"])
+    silent = {"chunk_tokens": 200, "exit_gate": True, "gate_instructions": False}
+    turns = await oracle_episode(agent_for(ScriptedBackend([]), **silent), sample)
+    papers = await oracle_episode(agent_for(ScriptedBackend([]), chunk_tokens=200), sample)
+    updates = [t for t in turns if t.kind == "update"]
+    assert [t.messages for t in updates] == [t.messages for t in papers[: len(updates)]]
+    assert updates[-1].reply.endswith("<exit/>") and len(updates) < len(papers) - 1
+    backend = ScriptedBackend([t.reply for t in turns])
+    run = await agent_for(backend, **silent).run(sample.question, sample.context)
+    assert [m for m, _ in backend.requests] == [t.messages for t in turns]
+    assert run.config["chunks_read"] == len(updates) < run.config["chunks"]
+
+
 # --- the exit gate's RL terms (GRU-Mem; train/rewards.py, train/credit.py) ----------------
 
 EVIDENCE = [SECTIONS[1]]  # "The code is 4412."

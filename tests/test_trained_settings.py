@@ -178,6 +178,14 @@ def test_an_adapter_trained_with_the_gates_reads_with_them_unless_a_flag_says_of
     assert "--update-gate off/--exit-gate off" in result.stderr
     _, trace = ask(book, tmp_path, "--adapter", str(adapter), "--exit-gate", "off")
     assert (trace["config"]["update_gate"], trace["config"]["exit_gate"]) == (True, False)
+    # Gates learnt without their instructions: the papers' prompt, and the tags still read.
+    silent = TrainedSettings("memagent", "paper", 1000, 256, 32, exit_gate=True,
+                             gate_instructions=False)  # fmt: skip
+    write_trained_settings(adapter, silent)
+    assert read_trained_settings(adapter) == silent
+    result, trace = ask(book, tmp_path, "--adapter", str(adapter))
+    assert (trace["config"]["exit_gate"], trace["config"]["gate_instructions"]) == (True, False)
+    assert "the gates left out of the prompt" in result.stderr
     # An adapter trained without the gates records none: its JSON reads as it always did.
     write_trained_settings(adapter, TrainedSettings("memagent", "paper", 1000, 256, 32))
     assert "gate" not in (adapter.parent / "adapter.json").read_text()

@@ -55,6 +55,11 @@ class MemAgentConfig(SamplingConfig):
     # Text-controlled gates (issue 29, agents/gates.py); off is the papers' behaviour.
     update_gate: bool = False  # a reply may be <keep/>: the memory stays, unwritten
     exit_gate: bool = False  # a reply may end with <exit/>: stop reading, answer
+    # Whether the update prompt explains the gates that are on (agents/gates.py). Off, the
+    # prompt is the papers' and the tags are known only to an adapter trained to write them:
+    # a 135M model trained under the explained prompt copied the tags and stopped reading
+    # (issue 29, stages sft29g/sft29h), while the papers' prompt kept its reading.
+    gate_instructions: bool = True
     min_read: float = 0.0  # share of the chunks read before an <exit/> is honoured
 
     def __post_init__(self) -> None:
@@ -73,14 +78,16 @@ def update_messages(
     section_first: bool = False,
     update_gate: bool = False,
     exit_gate: bool = False,
+    gate_instructions: bool = True,
 ) -> list[Message]:
     """The memory-rewrite conversation: problem, memory, section, instruction (the paper's
     order), or with ``section_first`` the section, then problem, memory and instruction; each
-    gate that is on adds its sentence at the end (agents/gates.py)."""
+    gate that is on adds its sentence at the end (agents/gates.py), unless
+    ``gate_instructions`` is off (the gates then read tags the prompt never names)."""
     name = "memagent_update_section_first" if section_first else "memagent_update"
     text = render(name, prompts, question=question, memory=memory, chunk=chunk)
     switches = (("memagent_update_gate", update_gate), ("memagent_exit_gate", exit_gate))
-    gates = [gate for gate, on in switches if on]
+    gates = [gate for gate, on in switches if on and gate_instructions]
     if gates:  # off, the prompt is the paper's to the byte
         lines = [text.rstrip("\n"), *(render(g, prompts).rstrip("\n") for g in gates)]
         text = "\n\n".join(lines) + "\n"
@@ -109,6 +116,7 @@ async def update_step(
     messages = update_messages(
         question, memory, chunk.text, config.prompts, section_first=config.section_first,
         update_gate=config.update_gate, exit_gate=config.exit_gate,
+        gate_instructions=config.gate_instructions,
     )  # fmt: skip
     record = await ctx.call(
         "update",
@@ -178,9 +186,12 @@ def plan_memagent_chunk(
     ``extra_question_tokens`` reserves room for a longer question asked later (MemReread's
     sub-questions read the document with the same chunks)."""
     memory_room = config.memory_tokens + extra_question_tokens
+    # The gates' sentences, when on and explained, are part of every update prompt too.
     empty_update = update_messages(
-        question, "", "", config.prompts, section_first=config.section_first
-    )[0]["content"]
+        question, "", "", config.prompts, section_first=config.section_first,
+        update_gate=config.update_gate, exit_gate=config.exit_gate,
+        gate_instructions=config.gate_instructions,
+    )[0]["content"]  # fmt: skip
     plan = plan_chunk(
         window=window,
         requested=config.chunk_tokens,

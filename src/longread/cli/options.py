@@ -181,6 +181,11 @@ def agent_options(func: Any) -> Any:
                      help="memagent/memreread: an update may end with <exit/> when the memory "
                           "answers the question, and reading stops there [off: every chunk "
                           "is read, as the papers do]."),
+        click.option("--gate-instructions", type=click.Choice(["on", "off"]),
+                     callback=_on_off,
+                     help="memagent/memreread: explain the gates that are on in the update "
+                          "prompt; off, the prompt is the papers' and only an adapter trained "
+                          "to write the tags uses them [on, or as the adapter was trained]."),
         click.option("--min-read", type=click.FloatRange(0, 1),
                      help="With --exit-gate on: the share of the document read before an "
                           "<exit/> is honoured [0]."),
@@ -245,6 +250,7 @@ _TRAINED_WORDS = {
     "prompt_set": ("{} prompts", "--prompt-set"),
     "update_gate": ("the update gate on", "--update-gate off"),
     "exit_gate": ("the exit gate on", "--exit-gate off"),
+    "gate_instructions": ("the gates left out of the prompt", "--gate-instructions on"),
 }
 
 
@@ -293,7 +299,7 @@ def describe_trained(name: str, filled: dict[str, Any]) -> str:
     """``the memory adapter was trained with 1000-token chunks, ...; using them (give
     --chunk-tokens/... to override)``."""
     names = [k for k in _TRAINED_WORDS if k in filled]
-    said = [_TRAINED_WORDS[k][0].format(filled[k]) for k in names]  # gates: only when on
+    said = [_TRAINED_WORDS[k][0].format(filled[k]) for k in names]  # gates: as trained
     flags = "/".join(_TRAINED_WORDS[k][1] for k in names)
     return f"{name} was trained with {', '.join(said)}; using them (give {flags} to override)"
 

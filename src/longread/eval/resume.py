@@ -20,6 +20,7 @@ AGENT_SETTINGS_ADDED = {
     "section_first": False,
     "update_gate": False,
     "exit_gate": False,
+    "gate_instructions": True,
     "min_read": 0.0,
 }
 

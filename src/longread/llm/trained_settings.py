@@ -27,9 +27,9 @@ _TYPES = {
     "memory_tokens": int,
     "final_tokens": int,
 }
-# The text-controlled gates (issue 29): recorded only when a stage trained with them on, so
-# every adapter exported before them reads as it did.
-_GATES = ("update_gate", "exit_gate")
+# The text-controlled gates (issue 29) and their default: recorded only when a stage trained
+# with another value, so every adapter exported before them reads as it did.
+_GATES = {"update_gate": False, "exit_gate": False, "gate_instructions": True}
 
 
 @dataclass(frozen=True)
@@ -43,15 +43,16 @@ class TrainedSettings:
     final_tokens: int
     update_gate: bool = False
     exit_gate: bool = False
+    gate_instructions: bool = True  # off: the update prompt never named the gates' tags
 
     def options(self) -> dict[str, Any]:
         """The settings as agent options (``make_config`` keywords), the agent's name left out;
-        a gate only when it was on (off is every agent's default)."""
+        a gate setting only when it differs from every agent's default."""
         return {k: v for k, v in self.to_dict().items() if k != "agent"}
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON record: every setting, and the gates that were on."""
-        return {k: v for k, v in asdict(self).items() if k not in _GATES or v}
+        """The JSON record: every setting, and the gate settings that differ from the default."""
+        return {k: v for k, v in asdict(self).items() if k not in _GATES or v != _GATES[k]}
 
     @classmethod
     def from_dict(cls, raw: Any, where: str) -> TrainedSettings:

@@ -126,6 +126,7 @@ def trained_settings(agent: AgentSection) -> TrainedSettings:
         final_tokens=agent.final_tokens,
         update_gate=bool(agent.options.get("update_gate", False)),
         exit_gate=bool(agent.options.get("exit_gate", False)),
+        gate_instructions=bool(agent.options.get("gate_instructions", True)),
     )
 
 

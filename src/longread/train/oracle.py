@@ -80,7 +80,7 @@ async def oracle_episode(
     config = agent.config
     reading = Reading(
         sample.question, evidence_sentences(sample), sample.answers, section_first,
-        noise_rate, claim_rate, config.update_gate, config.exit_gate,
+        noise_rate, claim_rate, config.update_gate, config.exit_gate, config.gate_instructions,
     )  # fmt: skip
     prompts = agent.config.prompts
     turns, memory = oracle_pass(prompts, chunks, reading, rng or random.Random(0))
@@ -101,6 +101,7 @@ class Reading:
     claim_rate: float = 0.0
     update_gate: bool = False  # the ideal reply to a section without evidence is <keep/>
     exit_gate: bool = False  # ... and once every evidence sentence is kept, <exit/>, and stop
+    gate_instructions: bool = True  # the prompts explain the gates (off: the papers' prompt)
 
 
 def oracle_pass(
@@ -121,6 +122,7 @@ def oracle_pass(
         messages = update_messages(
             reading.question, shown, chunk.text, prompts, section_first=reading.section_first,
             update_gate=reading.update_gate, exit_gate=reading.exit_gate,
+            gate_instructions=reading.gate_instructions,
         )  # fmt: skip
         read += _filler(chunk.text, reading.evidence, reading.answers)
         found = [s for s in reading.evidence if s in chunk.text and s not in memory]
