@@ -357,7 +357,8 @@ async def test_an_exit_gate_run_reports_the_share_of_the_document_read(tmp_path)
 
 async def test_the_report_counts_recalls_that_brought_back_the_answer_and_rereads(tmp_path):
     """ReMemR1's recalls (and the samples where one brought back a gold answer, from the
-    step records) and MemReread's rereads get columns of their own."""
+    step records) and MemReread's rereads get columns of their own, and both agents the share
+    of their format-bound calls that kept the format."""
     from dataclasses import replace
 
     from longread.agents.rememr1 import ReMemR1, ReMemR1Config
@@ -370,7 +371,7 @@ async def test_the_report_counts_recalls_that_brought_back_the_answer_and_reread
 
     replies = [
         update("Warehouse Delta's door code is 4720519."),  # the fact, first
-        update("Nothing about parcels."),
+        "Nothing about parcels.",  # no <update> tag: a format error, the memory kept
         update("The amber parcel went to Warehouse Delta.", recall="Warehouse Delta code"),
         "\\boxed{4720519}",
     ]
@@ -386,10 +387,11 @@ async def test_the_report_counts_recalls_that_brought_back_the_answer_and_reread
         await run_eval([one], rememr1, store, 1, progress=False)
     (row,) = load_runs([tmp_path / "m"])
     assert (row["recalls"], row["recall_hits"]) == (1, 1)
+    assert (row["formatted_calls"], row["format_errors"]) == (3, 1)
     markdown = markdown_report([row])
-    assert "| recalls | samples a recall helped |" in markdown
+    assert "| recalls | samples a recall helped | well formed |" in markdown
     (cells,) = table_rows(markdown).values()
-    assert cells[-2:] == ["1.0", "1 of 1"]
+    assert cells[-3:] == ["1.0", "1 of 1", "67% of 3"]
 
     from longread.agents.memreread import MemReread, MemRereadConfig
 
@@ -406,6 +408,9 @@ async def test_the_report_counts_recalls_that_brought_back_the_answer_and_reread
     (reread,) = load_runs([tmp_path / "r"])
     assert reread["rereads"] == 1 and "recalls" not in reread
     both = markdown_report([row, reread])
-    assert "| recalls | samples a recall helped | rereads |" in both
+    assert "| recalls | samples a recall helped | rereads | well formed |" in both
     cells = table_rows(both)
-    assert [c[-3:] for c in cells.values()] == [["-", "-", "1.0"], ["1.0", "1 of 1", "-"]]
+    assert [c[-4:] for c in cells.values()] == [
+        ["-", "-", "1.0", "100% of 2"],
+        ["1.0", "1 of 1", "-", "67% of 3"],
+    ]

@@ -33,7 +33,10 @@ _LEGEND = (
     "mem tok/update: new tokens per memory update (memory agents), over all the updates of the "
     "finished samples; capped updates: the share of them cut at the memory cap (--memory-tokens). "
     "read (runs with --exit-gate on only): the mean share of the document's chunks read before "
-    "the exit gate stopped reading."
+    "the exit gate stopped reading. "
+    "well formed (rememr1, memreread): of the calls whose reply must follow the agent's format "
+    "(ReMemR1's <update>/<recall> steps, MemReread's stop-or-ask decisions), the share that "
+    "did, and how many there were."
 )
 
 _TIME_KEYS = ("wall_seconds", "backend_busy_seconds", "overhead_seconds")
@@ -314,6 +317,8 @@ def _table(rows: list[Row]) -> list[str]:
     rereading = any(r.get("rereads") is not None for r in rows)
     columns += ["recalls", "samples a recall helped"] if recalling else []
     columns += ["rereads"] if rereading else []
+    formatted = any(r.get("formatted_calls") is not None for r in rows)
+    columns += ["well formed"] if formatted else []
     lines = ["| " + " | ".join(columns) + " |"]
     lines.append("|" + "|".join("---" if c == "agent" else "---:" for c in columns) + "|")
     groups: dict[tuple[Any, str], list[Row]] = defaultdict(list)
@@ -329,6 +334,8 @@ def _table(rows: list[Row]) -> list[str]:
         if rereading:
             rereads = [r for r in group if r.get("rereads") is not None]
             cells.append(_mean(rereads, "rereads", "{:.1f}"))
+        if formatted:
+            cells.append(_well_formed(group))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -379,6 +386,17 @@ def _recall_cells(rows: list[Row]) -> list[str]:
         return ["-", "-"]
     helped = sum(r["recall_hits"] > 0 for r in known)
     return [_mean(known, "recalls", "{:.1f}"), f"{helped} of {len(known)}"]
+
+
+def _well_formed(rows: list[Row]) -> str:
+    """The share of the calls that must follow the agent's format (ReMemR1's steps,
+    MemReread's decisions) that did: ``97% of 120``; "-" for other agents."""
+    known = [r for r in rows if r["status"] == DONE and r.get("formatted_calls") is not None]
+    calls = sum(r["formatted_calls"] for r in known)
+    if not calls:
+        return "-"
+    good = calls - sum(r["format_errors"] for r in known)
+    return f"{100 * good / calls:.0f}% of {calls}"
 
 
 def _update_cells(done: list[Row]) -> list[str]:

@@ -33,7 +33,7 @@ from ..agents.multi import MultiQuestionAgent
 from ..data.evidence import evidence_sentences
 from ..data.records import Sample
 from ..errors import BackendError, LongreadError, UsageError
-from ..trace import MEMORY_TRUNCATED, Run, Step, StepSink, TraceWriter
+from ..trace import FORMAT_ERROR, MEMORY_TRUNCATED, Run, Step, StepSink, TraceWriter
 from .citation_score import citation_score
 from .evidence_watch import EvidenceWatch, stopped_before_evidence
 from .scoring import SCORERS, score_answer, sub_em
@@ -456,17 +456,30 @@ def _cost(run: Run) -> dict[str, Any]:
     }
 
 
+# The calls whose reply must follow an agent's own format (issue 28's "well formed" target):
+# ReMemR1's <update>/<recall> steps, MemReread's stop-or-ask decisions.
+FORMATTED_CALLS = {"rememr1": "update", "memreread": "decide"}
+
+
 def _mechanism_use(run: Run, golds: Sequence[str]) -> dict[str, int]:
-    """What the agent's own mechanism did (the report's "recalls" and "rereads" columns):
-    ReMemR1's recall queries, and how many brought back memory holding a gold answer;
-    MemReread's rereads (its integrate calls). Empty for other agents."""
+    """What the agent's own mechanism did (the report's "recalls", "rereads" and
+    "well formed" columns): ReMemR1's recall queries, and how many brought back memory
+    holding a gold answer; MemReread's rereads (its integrate calls); for both, the calls
+    that must follow the agent's format and those flagged ``format_error``. Empty for other
+    agents."""
+    use: dict[str, int] = {}
     if run.agent == "rememr1":
         recalled = [s.recall.memory for s in run.steps if s.recall is not None]
         hits = sum(bool(memory) and sub_em(memory or "", golds) > 0 for memory in recalled)
-        return {"recalls": len(recalled), "recall_hits": hits}
+        use = {"recalls": len(recalled), "recall_hits": hits}
     if run.agent == "memreread":
-        return {"rereads": sum(s.kind == "integrate" for s in run.steps)}
-    return {}
+        use = {"rereads": sum(s.kind == "integrate" for s in run.steps)}
+    kind = FORMATTED_CALLS.get(run.agent)
+    if kind is not None:
+        formatted = [s for s in run.steps if s.kind == kind]
+        use["formatted_calls"] = len(formatted)
+        use["format_errors"] = sum(FORMAT_ERROR in s.flags for s in formatted)
+    return use
 
 
 class _FailureStreak:
