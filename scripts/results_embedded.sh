@@ -92,9 +92,10 @@ PY
 }
 
 cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter memory or
-  # --base-model) or a recipe stage; HOW: section-first (with --section-first) or exit-on /
-  # exit-off (--exit-gate on/off); the run folder's name ends with HOW
-  local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=()
+  # --base-model) or a recipe stage; HOW: section-first (with --section-first), exit-on /
+  # exit-off (--exit-gate on/off), or several joined by + (section-first+exit-off); the run
+  # folder's name ends with HOW
+  local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part
   local out="$RUNS/$agent-$model-$set-$length${5:+-$5}" data="$DATA/${set}_${length}.jsonl"
   # A finished cell is left as it is: resuming it would load the model for nothing and add an
   # empty session to the run's records.
@@ -102,8 +103,13 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
   # the base model reads at the adapter's settings with the papers' final answers; an adapter
   # cell of the stage shipped now with plain flags (the adapter's own settings)
   [ "$agent" = memagent ] && [ "$model" = base ] && flags+=("${MEMAGENT_FLAGS[@]}")
-  [ "$how" = section-first ] && flags+=(--section-first)
-  case $how in exit-on | exit-off) flags+=(--exit-gate "${how#exit-}") ;; esac
+  for part in ${how//+/ }; do
+    case $part in
+      section-first) flags+=(--section-first) ;;
+      exit-on | exit-off) flags+=(--exit-gate "${part#exit-}") ;;
+      *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
+    esac
+  done
   [ "$model" = base ] && flags+=(--base-model)
   [ "$model" = adapter ] && flags+=(--adapter memory)
   case $model in adapter | base) ;; *) flags+=(--adapter "recipes/smollm2/runs/$model/adapter.gguf") ;; esac
@@ -164,10 +170,13 @@ fi
 # STAGES="sft2a grpo2b": recipe stages not shipped, on the niah_single_2 lengths, 32K and
 # 64K and section-first (their adapter.gguf in recipes/smollm2/runs/STAGE: a training run's,
 # or recipes/smollm2/export_stage.py STAGE for a committed one), so that stages compare
-# within one pipeline
+# within one pipeline. STAGE_HOW=exit-off reads them all with the exit gate off (a stage
+# trained with it, read the papers' way); the folders' names then end with it.
 for stage in ${STAGES:-}; do
-  for length in "${LENGTHS[@]}" 32768 65536; do cell memagent "$stage" ruler_niah_single_2 "$length"; done
-  cell memagent "$stage" ruler_niah_single_2 8192 section-first
+  for length in "${LENGTHS[@]}" 32768 65536; do
+    cell memagent "$stage" ruler_niah_single_2 "$length" "${STAGE_HOW:-}"
+  done
+  cell memagent "$stage" ruler_niah_single_2 8192 "section-first${STAGE_HOW:++$STAGE_HOW}"
 done
 # Issue 28: the three memory agents on reversed two-hop chains and their forward control, 8K
 # (CELLS=agents); the model as released first: the floor a trained agent must beat
