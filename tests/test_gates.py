@@ -188,6 +188,90 @@ async def test_gates_without_instructions_read_tags_under_the_papers_prompt():
     assert run.config["chunks_read"] == len(updates) < run.config["chunks"]
 
 
+# --- the exit probe: a yes/no call after each change of memory --------------------------
+
+PROBE_ASKS = "Reply with yes or no only."
+
+
+def probed(by_section: dict[str, str], probes: Sequence[str]):
+    """Update replies by section (else the memory shown, unchanged), probe replies in order."""
+    answers = iter(probes)
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return "\\boxed{4412}"
+        if PROBE_ASKS in prompt:
+            return next(answers)
+        shown = prompt.split("Section:\n", 1)[1]
+        memory = prompt.split("Memory:\n", 1)[1].split("\n\nSection:", 1)[0]
+        return next((r for s, r in by_section.items() if shown.startswith(s)), memory)
+
+    return reply
+
+
+@pytest.mark.parametrize(
+    ("reply", "answer"),
+    [("yes", True), (" Yes.", True), ("NO", False), ("no, not yet", False), ("maybe", None),
+     ("", None), ("yesterday", None)],
+)  # fmt: skip
+def test_a_probe_reply_is_read_by_its_first_word(reply, answer):
+    from longread.agents.memagent import probe_answer
+
+    assert probe_answer(reply) is answer
+
+
+async def test_the_exit_probe_asks_after_each_change_of_memory_and_stops_on_yes():
+    replies = {SECTIONS[0]: "Ann wrote it.", SECTIONS[1]: "Ann wrote it. Code 4412."}
+    backend = ScriptedBackend([probed(replies, ["no", "yes"])] * 10)
+    run = await agent_for(backend, exit_probe=True).run("What is the code?", chunks(*SECTIONS))
+    assert [s.kind for s in run.steps] == ["update", "probe", "update", "probe", "final"]
+    assert [s.step for s in run.steps] == [0, 1, 2, 3, 4]
+    assert GATE_EXIT in run.steps[3].flags and run.steps[3].chunk_index == 1
+    assert run.config["chunks_read"] == 2 and run.config["chunks"] == len(SECTIONS)
+    assert any("stopped reading after chunk 2" in note for note in run.notes)
+    probe_prompt = backend.requests[3][0][-1]["content"]
+    assert "Ann wrote it. Code 4412." in probe_prompt and SECTIONS[2] not in probe_prompt
+    update_prompt = backend.requests[0][0][-1]["content"]
+    assert "<exit/>" not in update_prompt and PROBE_ASKS not in update_prompt  # the papers'
+
+
+async def test_no_probe_follows_an_unchanged_memory_and_a_malformed_one_reads_on():
+    replies = {SECTIONS[1]: "Code 4412."}  # the other sections leave the memory as it was
+    backend = ScriptedBackend([probed(replies, ["perhaps"])] * 10)
+    run = await agent_for(backend, exit_probe=True).run("What is the code?", chunks(*SECTIONS))
+    kinds = [s.kind for s in run.steps]
+    assert kinds == ["update", "update", "probe", "update", "update", "update", "final"]
+    assert FORMAT_ERROR in run.steps[2].flags and GATE_EXIT not in run.steps[2].flags
+    assert run.config["chunks_read"] == len(SECTIONS)
+
+
+async def test_oracle_probe_episodes_are_the_agents_own_conversations():
+    """The warm start of the probe: the update replies are the papers' notes (no tag), a probe
+    after each change of notes says no until they hold the evidence, then yes; replayed
+    through memagent they give exactly its prompts and stop where the oracle stopped."""
+    from longread.data.records import Sample
+    from longread.train.oracle import oracle_episode
+
+    filler = [f"Filler line {i} about the hills." for i in range(200)]
+    claim = "Ann keeps a blue kite."  # a second fact the notes take, before the evidence
+    needle = "The special magic number is 4720519."
+    doc = " ".join([*filler[:40], claim, *filler[40:90], needle, *filler[90:]])
+    sample = Sample("n", "What is the special magic number?", doc, ["4720519"])
+    sample.meta["evidence"] = [claim, needle]
+    config = {"chunk_tokens": 200, "exit_probe": True}
+    turns = await oracle_episode(agent_for(ScriptedBackend([]), **config), sample)
+    assert [(t.kind, t.reply) for t in turns if t.kind == "probe"] == [
+        ("probe", "no"),
+        ("probe", "yes"),
+    ]
+    assert not any("<" in t.reply for t in turns)
+    backend = ScriptedBackend([t.reply for t in turns])
+    run = await agent_for(backend, **config).run(sample.question, sample.context)
+    assert [m for m, _ in backend.requests] == [t.messages for t in turns]
+    assert run.answer == "4720519" and run.config["chunks_read"] < run.config["chunks"]
+
+
 # --- the exit gate's RL terms (GRU-Mem; train/rewards.py, train/credit.py) ----------------
 
 EVIDENCE = [SECTIONS[1]]  # "The code is 4412."

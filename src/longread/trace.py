@@ -34,8 +34,9 @@ SCHEMA_VERSION = 2
 
 # What a call does. update: fold a chunk into the memory; final: answer (memory agents' last
 # call, and the baselines' only one); decide: MemReread's stop-or-sub-question call;
-# integrate: MemReread's rewrite of the root memory with what a reread found.
-StepKind = Literal["update", "final", "decide", "integrate"]
+# integrate: MemReread's rewrite of the root memory with what a reread found; probe:
+# memagent's exit probe (does the memory answer the question? yes stops reading).
+StepKind = Literal["update", "final", "decide", "integrate", "probe"]
 STEP_KINDS: tuple[str, ...] = get_args(StepKind)
 
 # Flags recorded when the model misbehaves; the run goes on.

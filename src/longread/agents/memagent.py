@@ -60,11 +60,18 @@ class MemAgentConfig(SamplingConfig):
     # a 135M model trained under the explained prompt copied the tags and stopped reading
     # (issue 29, stages sft29g/sft29h), while the papers' prompt kept its reading.
     gate_instructions: bool = True
-    min_read: float = 0.0  # share of the chunks read before an <exit/> is honoured
+    # The exit probe: after each update that changed the memory, a short call of its own
+    # (memagent_exit_probe.txt: problem and memory, no section) asks whether the memory
+    # answers the problem; "yes" stops reading as <exit/> does. The update replies stay the
+    # papers': a 135M model trained to end them with a tag learnt to write tags everywhere
+    # (issue 29, stages sft29g-sft29i). Costs a probe per change of memory, not per chunk.
+    exit_probe: bool = False
+    probe_tokens: int = 4  # max new tokens of a probe reply ("yes" / "no")
+    min_read: float = 0.0  # share of the chunks read before an exit is honoured
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.require_positive("chunk_tokens", "memory_tokens", "final_tokens")
+        self.require_positive("chunk_tokens", "memory_tokens", "final_tokens", "probe_tokens")
         if not 0.0 <= self.min_read <= 1.0:
             raise UsageError("min_read is a share of the document: between 0 and 1")
 
@@ -91,6 +98,12 @@ def update_messages(
     if gates:  # off, the prompt is the paper's to the byte
         lines = [text.rstrip("\n"), *(render(g, prompts).rstrip("\n") for g in gates)]
         text = "\n\n".join(lines) + "\n"
+    return [{"role": "user", "content": text}]
+
+
+def probe_messages(question: str, memory: str, prompts: Prompts | None) -> list[Message]:
+    """The exit probe's conversation: problem and memory, a yes/no question (no section)."""
+    text = render("memagent_exit_probe", prompts, question=question, memory=memory)
     return [{"role": "user", "content": text}]
 
 
@@ -145,10 +158,63 @@ async def update_step(
     return record
 
 
+async def probe_step(
+    ctx: CallContext,
+    config: MemAgentConfig,
+    question: str,
+    update: Step,
+    step: int,
+    phase: str = "",
+    reread: Reread | None = None,
+) -> Step:
+    """The exit probe after ``update`` (which changed the memory): "yes" flags ``gate_exit``
+    (the reading loop stops, as after <exit/>), "no" reads on; any other reply is flagged
+    ``format_error`` and reads on. The step keeps the update's chunk, so notes and the
+    viewer say where reading stopped."""
+    messages = probe_messages(question, update.memory or NO_MEMORY, config.prompts)
+    record = await ctx.call(
+        "probe", step, messages, config.params(config.probe_tokens),
+        chunk_index=update.chunk_index, phase=phase, reread=reread,
+    )  # fmt: skip
+    answer = probe_answer(record.reply or "")
+    if answer is None:
+        record.flags.append(FORMAT_ERROR)
+    elif answer:
+        record.flags.append(GATE_EXIT)
+    return record
+
+
+def probe_answer(reply: str) -> bool | None:
+    """A probe reply read strictly: True for yes, False for no (its first word, any case,
+    punctuation around it ignored), None for anything else."""
+    words = reply.strip().split(maxsplit=1)
+    first = words[0].strip(".,!:;\"'*").lower() if words else ""
+    return {"yes": True, "no": False}.get(first)
+
+
+async def update_and_probe(
+    ctx: CallContext,
+    config: MemAgentConfig,
+    question: str,
+    memory: str,
+    chunk: Chunk,
+    step: int,
+    phase: str = "",
+    reread: Reread | None = None,
+) -> list[Step]:
+    """One chunk's calls: the update, then with ``exit_probe`` the probe when the update
+    changed the memory (an unchanged memory cannot answer what it did not before)."""
+    update = await update_step(ctx, config, question, memory, chunk, step, phase, reread)
+    if not config.exit_probe or (update.memory or memory) == memory:
+        return [update]
+    probe = await probe_step(ctx, config, question, update, step + 1, phase, reread)
+    return [update, probe]
+
+
 def stops_here(record: Step, config: MemAgentConfig, read: int, chunks: int) -> bool:
-    """Whether reading stops after this update: its reply ended with ``<exit/>`` and at least
-    ``min_read`` of the ``chunks`` are read (``read`` of them); an exit before that is
-    flagged and reading goes on."""
+    """Whether reading stops after this step: an update whose reply ended with ``<exit/>``,
+    or a probe that said yes, and at least ``min_read`` of the ``chunks`` are read (``read``
+    of them); an exit before that is flagged and reading goes on."""
     if GATE_EXIT not in record.flags:
         return False
     if read >= config.min_read * chunks:
@@ -291,12 +357,12 @@ async def read_with_memory(
     Returns the memory and the update steps."""
     steps: list[Step] = []
     for offset, chunk in enumerate(chunks):
-        record = await update_step(
-            ctx, config, question, memory, chunk, first_step + offset, phase, reread
+        calls = await update_and_probe(
+            ctx, config, question, memory, chunk, first_step + len(steps), phase, reread
         )
-        memory = record.memory or memory
-        steps.append(record)
-        if stops_here(record, config, offset + 1, len(chunks)):
+        memory = calls[0].memory or memory
+        steps += calls
+        if stops_here(calls[-1], config, offset + 1, len(chunks)):
             break
     return memory, steps
 
@@ -318,19 +384,19 @@ async def read_chunk_major(
         for i, (ctx, question) in enumerate(zip(contexts, questions, strict=True)):
             if not reading[i]:
                 continue
-            record = await update_step(ctx, config, question, memories[i], chunk, offset)
-            memories[i] = record.memory or memories[i]
-            steps[i].append(record)
-            reading[i] = not stops_here(record, config, offset + 1, len(chunks))
+            calls = await update_and_probe(ctx, config, question, memories[i], chunk, len(steps[i]))
+            memories[i] = calls[0].memory or memories[i]
+            steps[i] += calls
+            reading[i] = not stops_here(calls[-1], config, offset + 1, len(chunks))
     return list(zip(memories, steps, strict=True))
 
 
 def read_share(
     config: MemAgentConfig, steps: list[Step], chunks: Sequence[Chunk]
 ) -> dict[str, int]:
-    """With the exit gate on, how much of the document the run read: ``chunks_read`` of
-    ``chunks`` (run config, ``--json``, eval reports); nothing with it off, as before."""
-    if not config.exit_gate:
+    """With the exit gate or probe on, how much of the document the run read: ``chunks_read``
+    of ``chunks`` (run config, ``--json``, eval reports); nothing with both off, as before."""
+    if not (config.exit_gate or config.exit_probe):
         return {}
     read = sum(s.kind == "update" for s in steps)
     return {"chunks_read": read, "chunks": len(chunks)}

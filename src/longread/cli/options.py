@@ -186,9 +186,13 @@ def agent_options(func: Any) -> Any:
                      help="memagent/memreread: explain the gates that are on in the update "
                           "prompt; off, the prompt is the papers' and only an adapter trained "
                           "to write the tags uses them [on, or as the adapter was trained]."),
+        click.option("--exit-probe", type=click.Choice(["on", "off"]), callback=_on_off,
+                     help="memagent/memreread: after each update that changed the memory, a "
+                          "short call asks whether the memory answers the question; yes stops "
+                          "reading [off, or as the adapter was trained]."),
         click.option("--min-read", type=click.FloatRange(0, 1),
-                     help="With --exit-gate on: the share of the document read before an "
-                          "<exit/> is honoured [0]."),
+                     help="With --exit-gate or --exit-probe on: the share of the document "
+                          "read before an exit is honoured [0]."),
     ]  # fmt: skip
     for option in reversed(options):
         func = option(func)
@@ -251,6 +255,7 @@ _TRAINED_WORDS = {
     "update_gate": ("the update gate on", "--update-gate off"),
     "exit_gate": ("the exit gate on", "--exit-gate off"),
     "gate_instructions": ("the gates left out of the prompt", "--gate-instructions on"),
+    "exit_probe": ("the exit probe on", "--exit-probe off"),
 }
 
 

@@ -21,6 +21,8 @@ AGENT_SETTINGS_ADDED = {
     "update_gate": False,
     "exit_gate": False,
     "gate_instructions": True,
+    "exit_probe": False,
+    "probe_tokens": 4,
     "min_read": 0.0,
 }
 

@@ -262,10 +262,10 @@ def _reads_together(agent_factory: AgentFactory) -> bool:
 
 
 def _exit_gated(agent_factory: AgentFactory) -> bool:
-    """Whether this run's agent may stop reading early (memagent's exit gate): then each
-    sample's update prompts are watched for its evidence (eval/evidence_watch.py)."""
-    agent = agent_factory(lambda step, expected_calls: None)
-    return bool(getattr(getattr(agent, "config", None), "exit_gate", False))
+    """Whether this run's agent may stop reading early (memagent's exit gate or probe): then
+    each sample's update prompts are watched for its evidence (eval/evidence_watch.py)."""
+    config = getattr(agent_factory(lambda step, expected_calls: None), "config", None)
+    return bool(getattr(config, "exit_gate", False) or getattr(config, "exit_probe", False))
 
 
 def group_by_document(samples: Sequence[Sample]) -> list[list[Sample]]:

@@ -29,7 +29,12 @@ _TYPES = {
 }
 # The text-controlled gates (issue 29) and their default: recorded only when a stage trained
 # with another value, so every adapter exported before them reads as it did.
-_GATES = {"update_gate": False, "exit_gate": False, "gate_instructions": True}
+_GATES = {
+    "update_gate": False,
+    "exit_gate": False,
+    "gate_instructions": True,
+    "exit_probe": False,
+}
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class TrainedSettings:
     update_gate: bool = False
     exit_gate: bool = False
     gate_instructions: bool = True  # off: the update prompt never named the gates' tags
+    exit_probe: bool = False  # a yes/no probe after each change of memory may stop reading
 
     def options(self) -> dict[str, Any]:
         """The settings as agent options (``make_config`` keywords), the agent's name left out;

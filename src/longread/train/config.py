@@ -339,10 +339,11 @@ class TrainConfig:
             raise UsageError(
                 "reward.early_exit_penalty, skip_bonus and unsupported_penalty are sizes: 0 or more"
             )
-        if max(terms) > 0 and not self.agent.options.get("exit_gate"):
+        options = self.agent.options
+        if max(terms) > 0 and not (options.get("exit_gate") or options.get("exit_probe")):
             raise UsageError(
                 "reward.early_exit_penalty / skip_bonus reward the exit gate: set "
-                "agent.options = { exit_gate = true }"
+                "agent.options = { exit_gate = true } (or exit_probe = true)"
             )
 
     def _check_agent(self) -> None:

@@ -127,6 +127,7 @@ def trained_settings(agent: AgentSection) -> TrainedSettings:
         update_gate=bool(agent.options.get("update_gate", False)),
         exit_gate=bool(agent.options.get("exit_gate", False)),
         gate_instructions=bool(agent.options.get("gate_instructions", True)),
+        exit_probe=bool(agent.options.get("exit_probe", False)),
     )
 
 

@@ -31,7 +31,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..agents.memagent import NO_MEMORY, MemAgent, final_messages, update_messages
+from ..agents.memagent import (
+    NO_MEMORY,
+    MemAgent,
+    final_messages,
+    probe_messages,
+    update_messages,
+)
 from ..agents.prompts import Prompts
 from ..data.evidence import evidence_sentences, split_sentences
 from ..data.records import Sample
@@ -47,7 +53,7 @@ class OracleTurn:
 
     messages: list[Message]
     reply: str
-    kind: str  # "update" or "final"
+    kind: str  # "update", "probe" (the exit probe) or "final"
     takes_evidence: bool = False  # an update whose notes take in evidence from its section
     from_empty: bool = False  # an update shown empty notes: where a made-up answer starts
 
@@ -73,7 +79,9 @@ async def oracle_episode(
     same). ``section_first`` puts the section first in the update prompts (None: as the
     agent's config says). The agent's gates (``update_gate``, ``exit_gate``) shape the ideal
     replies: ``<keep/>`` for a section without evidence, ``<exit/>`` once the notes hold every
-    evidence sentence (for multi-hop, after the last hop), and the episode ends there."""
+    evidence sentence (for multi-hop, after the last hop), and the episode ends there. With
+    ``exit_probe`` each update that changes the notes is followed by the probe, answered
+    "yes" once the notes hold every evidence sentence (the episode ends there), else "no"."""
     if section_first is None:
         section_first = agent.config.section_first
     _, chunks = await agent.chunks(sample.question, sample.context)
@@ -81,6 +89,7 @@ async def oracle_episode(
     reading = Reading(
         sample.question, evidence_sentences(sample), sample.answers, section_first,
         noise_rate, claim_rate, config.update_gate, config.exit_gate, config.gate_instructions,
+        config.exit_probe,
     )  # fmt: skip
     prompts = agent.config.prompts
     turns, memory = oracle_pass(prompts, chunks, reading, rng or random.Random(0))
@@ -102,6 +111,7 @@ class Reading:
     update_gate: bool = False  # the ideal reply to a section without evidence is <keep/>
     exit_gate: bool = False  # ... and once every evidence sentence is kept, <exit/>, and stop
     gate_instructions: bool = True  # the prompts explain the gates (off: the papers' prompt)
+    exit_probe: bool = False  # a probe after each change of notes: "yes" once they hold it all
 
 
 def oracle_pass(
@@ -128,12 +138,16 @@ def oracle_pass(
         found = [s for s in reading.evidence if s in chunk.text and s not in memory]
         if found:
             memory = " ".join(found) if memory == NO_MEMORY else f"{memory} {' '.join(found)}"
-        done = reading.exit_gate and bool(reading.evidence) and _holds_all(memory, reading)
-        reply = _gated_reply(memory, shown, found, done, reading)
+        stops = reading.exit_gate or reading.exit_probe
+        done = stops and bool(reading.evidence) and _holds_all(memory, reading)
+        reply = _gated_reply(memory, shown, found, done and reading.exit_gate, reading)
         turn = OracleTurn(
             messages, reply, "update", takes_evidence=bool(found), from_empty=shown == NO_MEMORY
         )
         turns.append(turn)
+        if reading.exit_probe and memory != shown:  # the agent probes after a change of notes
+            probe = probe_messages(reading.question, memory, prompts)
+            turns.append(OracleTurn(probe, "yes" if done else "no", "probe"))
         if done:
             break
     return turns, memory
@@ -312,6 +326,8 @@ def _cap(reader: MemAgent, kind: str) -> int:
         return reader.config.final_tokens
     if kind == "decide":
         return reader.config.decide_tokens  # type: ignore[attr-defined]  # MemReread's
+    if kind == "probe":
+        return reader.config.probe_tokens
     return reader.config.memory_tokens
 
 

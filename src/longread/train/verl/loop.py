@@ -228,8 +228,11 @@ class LongreadAgentLoop(AgentLoopBase):
             raise UsageError(f"step_rewards must be one of {', '.join(STEP_REWARDS)}")
         self.agent_name = agent
         self.agent_options = _plain(agent_options)
-        if (early_exit_penalty or skip_bonus) and not self.agent_options.get("exit_gate"):
-            raise UsageError("early_exit_penalty / skip_bonus need agent_options exit_gate: true")
+        gated = self.agent_options.get("exit_gate") or self.agent_options.get("exit_probe")
+        if (early_exit_penalty or skip_bonus) and not gated:
+            raise UsageError(
+                "early_exit_penalty / skip_bonus need agent_options exit_gate (or exit_probe): true"
+            )
         self.reward = reward
         self.recall_weight = float(recall_weight)
         self.gate_weights = (float(early_exit_penalty), float(skip_bonus))
