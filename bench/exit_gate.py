@@ -37,9 +37,10 @@ DEPTHS = (0.1, 0.5, 0.9)
 
 async def one(backend: Any, tokenizer: Any, document: str, number: str, gate: bool,
               args: argparse.Namespace, gates: dict[str, bool]) -> dict[str, Any]:  # fmt: skip
+    exit_option = "exit_probe" if gates.pop("exit_probe", False) else "exit_gate"
     config = MemAgentConfig(
-        chunk_tokens=1000, memory_tokens=256, final_tokens=32, exit_gate=gate,
-        min_read=args.min_read, **gates,
+        chunk_tokens=1000, memory_tokens=256, final_tokens=32, min_read=args.min_read,
+        **{exit_option: gate}, **gates,
     )  # fmt: skip
     run = await MemAgent(backend, tokenizer, config).run(NEEDLE_QUESTION, document)
     chunks = run.config.get("chunks") or sum(s.kind == "update" for s in run.steps)
@@ -48,12 +49,17 @@ async def one(backend: Any, tokenizer: Any, document: str, number: str, gate: bo
 
 
 def trained_gates(adapter: str | None) -> dict[str, bool]:
-    """The gate settings both runs keep, as ``adapter`` was trained: only the exit gate is
-    compared, and an adapter that learnt <keep/> would empty its notes with that gate off."""
+    """The gate settings both runs keep, as ``adapter`` was trained: only the exit is
+    compared (the exit probe where the adapter learnt it, else the exit gate), and an adapter
+    that learnt <keep/> would empty its notes with that gate off."""
     trained = read_trained_settings(adapter) if adapter not in (None, "memory") else None
     if trained is None:
         return {}
-    return {"update_gate": trained.update_gate, "gate_instructions": trained.gate_instructions}
+    return {
+        "update_gate": trained.update_gate,
+        "gate_instructions": trained.gate_instructions,
+        "exit_probe": trained.exit_probe,
+    }
 
 
 async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -67,8 +73,8 @@ async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
         for index in range(args.per_depth):
             number = str(rng.randrange(1_000_000, 10_000_000))
             document = needle_document_of_length(number, args.tokens, tokenizer, depth)
-            off = await one(backend, tokenizer, document, number, False, args, gates)
-            on = await one(backend, tokenizer, document, number, True, args, gates)
+            off = await one(backend, tokenizer, document, number, False, args, dict(gates))
+            on = await one(backend, tokenizer, document, number, True, args, dict(gates))
             ideal = math.ceil(depth * on["chunks"]) or 1  # chunks up to the needle's
             row = {"depth": depth, "index": index, "off": off, "on": on, "ideal_read": ideal}
             rows.append(row)

@@ -186,6 +186,13 @@ def test_an_adapter_trained_with_the_gates_reads_with_them_unless_a_flag_says_of
     result, trace = ask(book, tmp_path, "--adapter", str(adapter))
     assert (trace["config"]["exit_gate"], trace["config"]["gate_instructions"]) == (True, False)
     assert "the gates left out of the prompt" in result.stderr
+    # The exit probe, recorded and read with, and a flag turns it off.
+    write_trained_settings(adapter, TrainedSettings("memagent", "paper", 1000, 256, 32,
+                                                    exit_probe=True))  # fmt: skip
+    result, trace = ask(book, tmp_path, "--adapter", str(adapter))
+    assert trace["config"]["exit_probe"] and "the exit probe on" in result.stderr
+    _, trace = ask(book, tmp_path, "--adapter", str(adapter), "--exit-probe", "off")
+    assert not trace["config"]["exit_probe"]
     # An adapter trained without the gates records none: its JSON reads as it always did.
     write_trained_settings(adapter, TrainedSettings("memagent", "paper", 1000, 256, 32))
     assert "gate" not in (adapter.parent / "adapter.json").read_text()
