@@ -12,11 +12,12 @@
 # Default sets: heldout8k-ledger heldout8k-unseen-keyless (unseen wordings in unseen prose),
 # heldout8k heldout8k-plain.
 # SECTION_FIRST=1 reads with --section-first (checks named SET-section-first).
-# EXIT_GATE=on|off reads with --exit-gate on/off (checks named SET-exit-on/-exit-off); unset,
-# the adapter's adapter.json decides (issue 29).
+# EXIT_GATE=on|off reads with --exit-gate on/off (checks named SET-exit-on/-exit-off), and
+# EXIT_PROBE=on|off with --exit-probe on/off (SET-probe-on/-probe-off); unset, the adapter's
+# adapter.json decides (issue 29).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-[ $# -ge 2 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
 stage=$1 adapter=$2
 shift 2
 sets=("$@")
@@ -28,6 +29,11 @@ case "${EXIT_GATE:-}" in
   "") ;;
   on|off) flags+=(--exit-gate "$EXIT_GATE"); suffix="$suffix-exit-$EXIT_GATE" ;;
   *) echo "EXIT_GATE must be on or off, not $EXIT_GATE" >&2; exit 2 ;;
+esac
+case "${EXIT_PROBE:-}" in
+  "") ;;
+  on|off) flags+=(--exit-probe "$EXIT_PROBE"); suffix="$suffix-probe-$EXIT_PROBE" ;;
+  *) echo "EXIT_PROBE must be on or off, not $EXIT_PROBE" >&2; exit 2 ;;
 esac
 mkdir -p "recipes/smollm2/curves/$stage"
 for set in "${sets[@]}"; do
