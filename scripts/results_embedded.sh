@@ -93,8 +93,8 @@ PY
 
 cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter memory or
   # --base-model) or a recipe stage; HOW: section-first (with --section-first), exit-on /
-  # exit-off (--exit-gate on/off), or several joined by + (section-first+exit-off); the run
-  # folder's name ends with HOW
+  # exit-off (--exit-gate on/off), probe-on / probe-off (--exit-probe on/off), or several
+  # joined by + (section-first+exit-off); the run folder's name ends with HOW
   local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part
   local out="$RUNS/$agent-$model-$set-$length${5:+-$5}" data="$DATA/${set}_${length}.jsonl"
   # A finished cell is left as it is: resuming it would load the model for nothing and add an
@@ -107,6 +107,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
     case $part in
       section-first) flags+=(--section-first) ;;
       exit-on | exit-off) flags+=(--exit-gate "${part#exit-}") ;;
+      probe-on | probe-off) flags+=(--exit-probe "${part#probe-}") ;;
       *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
     esac
   done
@@ -187,15 +188,17 @@ if want agents; then
   cell memagent adapter chains_reversed 8192
 fi
 # Issue 29 (CELLS=gates): the exit gate off, then on, with one stage's adapter trained with
-# it (GATE_STAGE, default sft29g: recipes/smollm2/runs/$GATE_STAGE/adapter.gguf), on
-# HotpotQA at 8K and 16K (the gate's safety: a second hop may come late) and niah_single_2
-# at 32K and 64K (its speed); each pair in a row, so an interrupted run leaves whole pairs
+# it (GATE_STAGE, default sft29p: recipes/smollm2/runs/$GATE_STAGE/adapter.gguf; GATE_KIND
+# probe, the default, for an adapter trained with the exit probe, exit for the <exit/> tag),
+# on HotpotQA at 8K and 16K (the gate's safety: a second hop may come late) and
+# niah_single_2 at 32K and 64K (its speed); each pair in a row, so an interrupted run leaves
+# whole pairs
 if want gates; then
   for set_length in "hotpotqa 8192" "hotpotqa 16384" "ruler_niah_single_2 32768" \
     "ruler_niah_single_2 65536"; do
-    for how in exit-off exit-on; do
+    for how in "${GATE_KIND:-probe}-off" "${GATE_KIND:-probe}-on"; do
       # shellcheck disable=SC2086  # set_length is two words on purpose
-      cell memagent "${GATE_STAGE:-sft29g}" $set_length "$how"
+      cell memagent "${GATE_STAGE:-sft29p}" $set_length "$how"
     done
   done
 fi
