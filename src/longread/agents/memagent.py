@@ -205,7 +205,8 @@ async def update_and_probe(
     """One chunk's calls: the update, then with ``exit_probe`` the probe when the update
     changed the memory (an unchanged memory cannot answer what it did not before)."""
     update = await update_step(ctx, config, question, memory, chunk, step, phase, reread)
-    if not config.exit_probe or (update.memory or memory) == memory:
+    unchanged = (update.memory or memory) == memory
+    if not config.exit_probe or unchanged or GATE_EXIT in update.flags:  # <exit/> said it
         return [update]
     probe = await probe_step(ctx, config, question, update, step + 1, phase, reread)
     return [update, probe]

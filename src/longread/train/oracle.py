@@ -145,7 +145,8 @@ def oracle_pass(
             messages, reply, "update", takes_evidence=bool(found), from_empty=shown == NO_MEMORY
         )
         turns.append(turn)
-        if reading.exit_probe and memory != shown:  # the agent probes after a change of notes
+        tagged = done and reading.exit_gate  # an <exit/> already stops: the agent asks no probe
+        if reading.exit_probe and memory != shown and not tagged:  # a change of notes: probe
             probe = probe_messages(reading.question, memory, prompts)
             turns.append(OracleTurn(probe, "yes" if done else "no", "probe"))
         if done:
