@@ -231,7 +231,7 @@ class LongreadAgentLoop(AgentLoopBase):
         gated = self.agent_options.get("exit_gate") or self.agent_options.get("exit_probe")
         if (early_exit_penalty or skip_bonus) and not gated:
             raise UsageError(
-                "early_exit_penalty / skip_bonus need agent_options exit_gate (or exit_probe): true"
+                "early_exit_penalty / skip_bonus need agent_options exit_gate: true (or exit_probe)"
             )
         self.reward = reward
         self.recall_weight = float(recall_weight)
