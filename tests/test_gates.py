@@ -246,6 +246,31 @@ async def test_no_probe_follows_an_unchanged_memory_and_a_malformed_one_reads_on
     assert run.config["chunks_read"] == len(SECTIONS)
 
 
+async def test_after_a_probe_the_answer_reads_the_new_memory_in_an_evaluation(tmp_path):
+    """An evaluation hands each step to its trace as the next call starts, and sheds the
+    step's text; the update's memory must outlive its probe's call (it once did not)."""
+    from longread.agents import make_agent, make_config
+    from longread.data.records import Sample
+    from longread.eval.runner import run_eval
+
+    from .eval_helpers import open_store
+
+    doc = " ".join([*(f"Filler line {i}." for i in range(60)), "The code is 4412."])
+    backend = ScriptedBackend(["No previous memory", "The code is 4412.", "yes", "\\boxed{4412}"])
+    config = make_config("memagent", exit_probe=True, chunk_tokens=150)
+    sample = Sample("a", "What is the code?", doc, ["4412"])
+    with open_store(tmp_path / "run", "memagent") as store:
+        await run_eval(
+            [sample],
+            lambda p: make_agent("memagent", backend, WordTokenizer(), config, p),
+            store,
+            1,
+            progress=False,
+        )
+    final_prompt = backend.requests[-1][0][-1]["content"]
+    assert "Memory:\nThe code is 4412." in final_prompt
+
+
 async def test_oracle_probe_episodes_are_the_agents_own_conversations():
     """The warm start of the probe: the update replies are the papers' notes (no tag), a probe
     after each change of notes says no until they hold the evidence, then yes; replayed

@@ -201,15 +201,17 @@ async def update_and_probe(
     step: int,
     phase: str = "",
     reread: Reread | None = None,
-) -> list[Step]:
-    """One chunk's calls: the update, then with ``exit_probe`` the probe when the update
-    changed the memory (an unchanged memory cannot answer what it did not before)."""
+) -> tuple[str, list[Step]]:
+    """One chunk's calls and the memory they leave: the update, then with ``exit_probe`` the
+    probe when the update changed the memory (an unchanged memory cannot answer what it did
+    not before). The memory is read before the probe's call: a sink sheds the update's text
+    once the next call starts (``CallContext.flush``)."""
     update = await update_step(ctx, config, question, memory, chunk, step, phase, reread)
-    unchanged = (update.memory or memory) == memory
-    if not config.exit_probe or unchanged or GATE_EXIT in update.flags:  # <exit/> said it
-        return [update]
+    new_memory = update.memory or memory
+    if not config.exit_probe or new_memory == memory or GATE_EXIT in update.flags:
+        return new_memory, [update]  # no probe after an unchanged memory or an <exit/>
     probe = await probe_step(ctx, config, question, update, step + 1, phase, reread)
-    return [update, probe]
+    return new_memory, [update, probe]
 
 
 def stops_here(record: Step, config: MemAgentConfig, read: int, chunks: int) -> bool:
@@ -358,10 +360,9 @@ async def read_with_memory(
     Returns the memory and the update steps."""
     steps: list[Step] = []
     for offset, chunk in enumerate(chunks):
-        calls = await update_and_probe(
+        memory, calls = await update_and_probe(
             ctx, config, question, memory, chunk, first_step + len(steps), phase, reread
         )
-        memory = calls[0].memory or memory
         steps += calls
         if stops_here(calls[-1], config, offset + 1, len(chunks)):
             break
@@ -385,8 +386,9 @@ async def read_chunk_major(
         for i, (ctx, question) in enumerate(zip(contexts, questions, strict=True)):
             if not reading[i]:
                 continue
-            calls = await update_and_probe(ctx, config, question, memories[i], chunk, len(steps[i]))
-            memories[i] = calls[0].memory or memories[i]
+            memories[i], calls = await update_and_probe(
+                ctx, config, question, memories[i], chunk, len(steps[i])
+            )
             steps[i] += calls
             reading[i] = not stops_here(calls[-1], config, offset + 1, len(chunks))
     return list(zip(memories, steps, strict=True))
