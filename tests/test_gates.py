@@ -297,6 +297,26 @@ async def test_oracle_probe_episodes_are_the_agents_own_conversations():
     assert run.answer == "4720519" and run.config["chunks_read"] < run.config["chunks"]
 
 
+async def test_the_oracle_probe_says_no_to_noisy_notes():
+    """Probe rows on the noisy notes the oracle shows (filler copied from sections read):
+    "no", so the probe does not learn that any change of notes answers the question."""
+    import random
+
+    from longread.data.records import Sample
+    from longread.train.oracle import oracle_episode
+
+    filler = [f"Filler line {i} about the hills." for i in range(200)]
+    needle = "The special magic number is 4720519."
+    doc = " ".join([*filler[:150], needle, *filler[150:]])
+    sample = Sample("n", "What is the special magic number?", doc, ["4720519"])
+    agent = agent_for(ScriptedBackend([]), chunk_tokens=200, exit_probe=True)
+    turns = await oracle_episode(agent, sample, noise_rate=1.0, rng=random.Random(3))
+    probes = [(t.messages[-1]["content"], t.reply) for t in turns if t.kind == "probe"]
+    noisy = [reply for prompt, reply in probes if "Filler line" in prompt]
+    assert noisy and set(noisy) == {"no"}
+    assert [reply for prompt, reply in probes if needle in prompt] == ["yes"]
+
+
 # --- the exit gate's RL terms (GRU-Mem; train/rewards.py, train/credit.py) ----------------
 
 EVIDENCE = [SECTIONS[1]]  # "The code is 4412."

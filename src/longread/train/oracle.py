@@ -81,7 +81,9 @@ async def oracle_episode(
     replies: ``<keep/>`` for a section without evidence, ``<exit/>`` once the notes hold every
     evidence sentence (for multi-hop, after the last hop), and the episode ends there. With
     ``exit_probe`` each update that changes the notes is followed by the probe, answered
-    "yes" once the notes hold every evidence sentence (the episode ends there), else "no"."""
+    "yes" once the notes hold every evidence sentence (the episode ends there), else "no";
+    and each update shown noisy notes is preceded by a probe of those notes, answered "no" (a
+    conversation the agent has only if it wrote them: the state noise stands for)."""
     if section_first is None:
         section_first = agent.config.section_first
     _, chunks = await agent.chunks(sample.question, sample.context)
@@ -134,6 +136,11 @@ def oracle_pass(
             update_gate=reading.update_gate, exit_gate=reading.exit_gate,
             gate_instructions=reading.gate_instructions,
         )  # fmt: skip
+        if reading.exit_probe and shown != memory and not _holds_all(shown, reading):
+            # Noisy notes are notes the policy might have written: the probe must say no to
+            # them (a probe taught only on clean notes says yes to any change: stage sft29p).
+            noisy = probe_messages(reading.question, shown, prompts)
+            turns.append(OracleTurn(noisy, "no", "probe"))
         read += _filler(chunk.text, reading.evidence, reading.answers)
         found = [s for s in reading.evidence if s in chunk.text and s not in memory]
         if found:
