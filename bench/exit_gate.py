@@ -11,9 +11,9 @@ shipped adapter's settings (1,000-token chunks, 256-token memory, 32-token answe
 sample runs twice, exit gate off then on (the update gate, and whether the prompt explains
 the gates, as the adapter's ``adapter.json`` says it was trained); per depth it prints the
 share read (gate on; the ideal; off is 100%), seconds per sample both ways, and accuracy both
-ways. An adapter that was not
-trained for the gate rarely says ``<exit/>``: then the share read stays near 100%. Run it on
-a quiet machine: seconds compare only within one run.
+ways. An adapter trained with the exit probe is compared with the probe off and on instead.
+An adapter that was not trained for the gate rarely says ``<exit/>``: then the share read
+stays near 100%. Run it on a quiet machine: seconds compare only within one run.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ DEPTHS = (0.1, 0.5, 0.9)
 
 
 async def one(backend: Any, tokenizer: Any, document: str, number: str, gate: bool,
-              args: argparse.Namespace, gates: dict[str, bool]) -> dict[str, Any]:  # fmt: skip
-    exit_option = "exit_probe" if gates.pop("exit_probe", False) else "exit_gate"
+              args: argparse.Namespace, exit_option: str,
+              gates: dict[str, bool]) -> dict[str, Any]:  # fmt: skip
     config = MemAgentConfig(
         chunk_tokens=1000, memory_tokens=256, final_tokens=32, min_read=args.min_read,
         **{exit_option: gate}, **gates,
@@ -48,17 +48,17 @@ async def one(backend: Any, tokenizer: Any, document: str, number: str, gate: bo
     return {"correct": number in run.answer, "seconds": run.seconds, "read": read, "chunks": chunks}
 
 
-def trained_gates(adapter: str | None) -> dict[str, bool]:
-    """The gate settings both runs keep, as ``adapter`` was trained: only the exit is
-    compared (the exit probe where the adapter learnt it, else the exit gate), and an adapter
+def trained_gates(adapter: str | None) -> tuple[str, dict[str, bool]]:
+    """The exit the two runs compare (``exit_probe`` where the adapter learnt it, else
+    ``exit_gate``) and the gate settings both keep, as ``adapter`` was trained: an adapter
     that learnt <keep/> would empty its notes with that gate off."""
     trained = read_trained_settings(adapter) if adapter not in (None, "memory") else None
     if trained is None:
-        return {}
-    return {
+        return "exit_gate", {}
+    exit_option = "exit_probe" if trained.exit_probe else "exit_gate"
+    return exit_option, {
         "update_gate": trained.update_gate,
         "gate_instructions": trained.gate_instructions,
-        "exit_probe": trained.exit_probe,
     }
 
 
@@ -67,14 +67,14 @@ async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     backend = make_backend(settings)
     tokenizer = await make_tokenizer(backend, settings)
     rng = random.Random(args.seed)
-    gates = trained_gates(args.adapter)
+    exit_option, gates = trained_gates(args.adapter)
     rows = []
     for depth in DEPTHS:
         for index in range(args.per_depth):
             number = str(rng.randrange(1_000_000, 10_000_000))
             document = needle_document_of_length(number, args.tokens, tokenizer, depth)
-            off = await one(backend, tokenizer, document, number, False, args, dict(gates))
-            on = await one(backend, tokenizer, document, number, True, args, dict(gates))
+            off = await one(backend, tokenizer, document, number, False, args, exit_option, gates)
+            on = await one(backend, tokenizer, document, number, True, args, exit_option, gates)
             ideal = math.ceil(depth * on["chunks"]) or 1  # chunks up to the needle's
             row = {"depth": depth, "index": index, "off": off, "on": on, "ideal_read": ideal}
             rows.append(row)
