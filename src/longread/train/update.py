@@ -86,8 +86,15 @@ class Updater:
         )
 
     def micro_batches(self, rows: list[TrainingRow]) -> list[list[TrainingRow]]:
+        """``rows`` in groups of ``micro_batch``, shortest rows first.
+
+        A micro-batch pads every row to its longest, so rows of like length go together: a
+        150-token probe row beside 1,500-token update rows cost a 1,500-token forward
+        (sft29p). Every loss here divides a token sum by the step's (or minibatch's) token
+        count, so the grouping changes no gradient, only the padding."""
         size = self.optim.micro_batch
-        return [rows[i : i + size] for i in range(0, len(rows), size)]
+        ordered = sorted(rows, key=lambda r: len(r.prompt_ids) + len(r.completion_ids))
+        return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
     def minibatches(self, count: int) -> list[list[int]]:
         """The row indices of each minibatch (one optimizer step each): interleaved, so every
@@ -145,11 +152,13 @@ class Updater:
         return old, ref
 
     def _logprobs(self, model: Any, rows: list[TrainingRow]) -> list[list[float]]:
-        values: list[list[float]] = []
+        """Each row's completion logprobs, in the order of ``rows``."""
+        by_row: dict[int, list[float]] = {}
         for chunk in self.micro_batches(rows):
             batch = make_batch(chunk, self.pad_id)
-            values.extend(unpadded(completion_logprobs(model, batch), batch))
-        return values
+            values = unpadded(completion_logprobs(model, batch), batch)
+            by_row.update(zip(map(id, chunk), values, strict=True))
+        return [by_row[id(r)] for r in rows]
 
     @contextlib.contextmanager
     def reference_model(self) -> Iterator[Any]:
