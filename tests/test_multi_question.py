@@ -263,15 +263,14 @@ async def test_a_grouped_eval_resumes_per_sample_and_a_failure_fails_the_group(t
 @pytest.mark.parametrize("prompt_set", ["paper", "notes"])
 @pytest.mark.parametrize("section_first", [False, True])
 def test_the_viewer_finds_the_exact_chunk_in_either_prompt_order(prompt_set, section_first):
-    from longread.agents.memagent import update_messages
+    from longread.agents.memagent import MemAgentConfig, update_messages
     from longread.agents.prompts import Prompts
     from longread.view.chunks import find_chunk
 
     chunk = "Section:\nAnn wrote a letter.\n\nMemory: she kept a copy of it."
     prompts = Prompts(prompt_set=prompt_set)
-    prompt = update_messages(
-        QUESTIONS[0], "Earlier notes.", chunk, prompts, section_first=section_first
-    )[0]["content"]
+    layout = MemAgentConfig(section_first=section_first)
+    prompt = update_messages(QUESTIONS[0], "Earlier notes.", chunk, prompts, layout)[0]["content"]
     found = find_chunk(prompt, "memagent", None, "Earlier notes.")
     assert found is not None and found.exact
     assert found.text == chunk

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..citations import Evidence, memory_evidence
 from ..errors import UsageError
@@ -76,25 +77,36 @@ class MemAgentConfig(SamplingConfig):
             raise UsageError("min_read is a share of the document: between 0 and 1")
 
 
+class UpdateLayout(Protocol):
+    """How an update prompt is laid out. ``MemAgentConfig`` carries one, and so does the
+    oracle's ``Reading`` (train/oracle.py), so that training writes the agent's own prompts."""
+
+    section_first: bool  # the section before the problem and the memory
+    update_gate: bool  # the <keep/> gate is on
+    exit_gate: bool  # the <exit/> gate is on
+    gate_instructions: bool  # the prompt explains the gates that are on
+
+
 def update_messages(
     question: str,
     memory: str,
     chunk: str,
     prompts: Prompts | None,
-    *,
-    section_first: bool = False,
-    update_gate: bool = False,
-    exit_gate: bool = False,
-    gate_instructions: bool = True,
+    layout: UpdateLayout | None = None,
 ) -> list[Message]:
     """The memory-rewrite conversation: problem, memory, section, instruction (the paper's
-    order), or with ``section_first`` the section, then problem, memory and instruction; each
-    gate that is on adds its sentence at the end (agents/gates.py), unless
-    ``gate_instructions`` is off (the gates then read tags the prompt never names)."""
-    name = "memagent_update_section_first" if section_first else "memagent_update"
+    order), or with ``layout.section_first`` the section, then problem, memory and
+    instruction; each gate that is on adds its sentence at the end (agents/gates.py), unless
+    ``layout.gate_instructions`` is off (the gates then read tags the prompt never names).
+    No ``layout`` is the papers' prompt."""
+    layout = layout or MemAgentConfig()
+    name = "memagent_update_section_first" if layout.section_first else "memagent_update"
     text = render(name, prompts, question=question, memory=memory, chunk=chunk)
-    switches = (("memagent_update_gate", update_gate), ("memagent_exit_gate", exit_gate))
-    gates = [gate for gate, on in switches if on and gate_instructions]
+    switches = (
+        ("memagent_update_gate", layout.update_gate),
+        ("memagent_exit_gate", layout.exit_gate),
+    )
+    gates = [gate for gate, on in switches if on and layout.gate_instructions]
     if gates:  # off, the prompt is the paper's to the byte
         lines = [text.rstrip("\n"), *(render(g, prompts).rstrip("\n") for g in gates)]
         text = "\n\n".join(lines) + "\n"
@@ -126,11 +138,7 @@ async def update_step(
     """One MemAgent turn: the reply (minus any <think>) replaces the memory; a reply with no
     memory in it keeps the old one (flagged). Under the gates (agents/gates.py) a ``<keep/>``
     keeps it too and an ending ``<exit/>`` is flagged for the reading loop to stop."""
-    messages = update_messages(
-        question, memory, chunk.text, config.prompts, section_first=config.section_first,
-        update_gate=config.update_gate, exit_gate=config.exit_gate,
-        gate_instructions=config.gate_instructions,
-    )  # fmt: skip
+    messages = update_messages(question, memory, chunk.text, config.prompts, config)
     record = await ctx.call(
         "update",
         step,
@@ -256,11 +264,7 @@ def plan_memagent_chunk(
     sub-questions read the document with the same chunks)."""
     memory_room = config.memory_tokens + extra_question_tokens
     # The gates' sentences, when on and explained, are part of every update prompt too.
-    empty_update = update_messages(
-        question, "", "", config.prompts, section_first=config.section_first,
-        update_gate=config.update_gate, exit_gate=config.exit_gate,
-        gate_instructions=config.gate_instructions,
-    )[0]["content"]  # fmt: skip
+    empty_update = update_messages(question, "", "", config.prompts, config)[0]["content"]
     plan = plan_chunk(
         window=window,
         requested=config.chunk_tokens,

@@ -131,11 +131,7 @@ def oracle_pass(
         if read and reading.claim_rate > 0 and rng.random() < reading.claim_rate:
             claim = false_claim(reading.question, reading.answers, rng)
             shown = _with_claim(shown, claim, rng)
-        messages = update_messages(
-            reading.question, shown, chunk.text, prompts, section_first=reading.section_first,
-            update_gate=reading.update_gate, exit_gate=reading.exit_gate,
-            gate_instructions=reading.gate_instructions,
-        )  # fmt: skip
+        messages = update_messages(reading.question, shown, chunk.text, prompts, reading)
         if reading.exit_probe and shown != memory and not _holds_all(shown, reading):
             # Noisy notes are notes the policy might have written: the probe must say no to
             # them (a probe taught only on clean notes says yes to any change: stage sft29p).
