@@ -188,7 +188,7 @@ if want agents; then
   cell memagent adapter chains_reversed 8192
 fi
 # Issue 29 (CELLS=gates): the exit gate off, then on, with one stage's adapter trained with
-# it (GATE_STAGE, default sft29p: recipes/smollm2/runs/$GATE_STAGE/adapter.gguf; GATE_KIND
+# it (GATE_STAGE, default sft29q: recipes/smollm2/runs/$GATE_STAGE/adapter.gguf; GATE_KIND
 # probe, the default, for an adapter trained with the exit probe, exit for the <exit/> tag),
 # on HotpotQA at 8K and 16K (the gate's safety: a second hop may come late) and
 # niah_single_2 at 32K and 64K (its speed); each pair in a row, so an interrupted run leaves
@@ -198,7 +198,7 @@ if want gates; then
     "ruler_niah_single_2 65536"; do
     for how in "${GATE_KIND:-probe}-off" "${GATE_KIND:-probe}-on"; do
       # shellcheck disable=SC2086  # set_length is two words on purpose
-      cell memagent "${GATE_STAGE:-sft29p}" $set_length "$how"
+      cell memagent "${GATE_STAGE:-sft29q}" $set_length "$how"
     done
   done
 fi
