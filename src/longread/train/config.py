@@ -152,7 +152,9 @@ class OptimSection:
     warmup_steps: int = option(0, "linear learning-rate warm-up steps")
     weight_decay: float = option(0.0, "AdamW weight decay")
     grad_clip: float = option(1.0, "clip the gradient norm to this; 0 = no clipping")
-    micro_batch: int = option(4, "conversations per forward/backward (gradient accumulation)")
+    micro_batch: int = option(
+        4, "conversations per forward/backward (gradient accumulation; like lengths together)"
+    )
     gradient_checkpointing: bool = option(
         False,
         "keep only each layer's input in the forward and recompute the rest in the backward: "
