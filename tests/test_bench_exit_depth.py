@@ -1,0 +1,86 @@
+"""``bench/exit_depth.py``: share read and seconds against needle depth, from eval run folders.
+
+The run folders are written with the evaluation's own store (``RunStore``), as ``eval run``
+writes them; the numbers put in are chosen so that each cell of the table can be worked out
+by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from longread.eval.store import RunStore, SampleResult
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "exit_depth.py"
+spec = importlib.util.spec_from_file_location("exit_depth", BENCH)
+assert spec and spec.loader
+exit_depth = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(exit_depth)
+
+DEPTHS = {"a": 0.1, "b": 0.5, "c": 0.9}
+
+
+def write_data(path: Path) -> Path:
+    with open(path, "w") as handle:
+        for sample, depth in DEPTHS.items():
+            record = {"id": sample, "question": "q?", "context": "text", "answers": ["7"],
+                      "meta": {"dataset": "ruler", "depth": depth}}  # fmt: skip
+            handle.write(json.dumps(record) + "\n")
+    return path
+
+
+def write_run(folder: Path, data: Path, read: dict[str, int], seconds: dict[str, float],
+              right: set[str]) -> Path:  # fmt: skip
+    store = RunStore(folder, writer=True)
+    store.save_config({"agent": "memagent", "data": str(data)})
+    for sample, chunks_read in read.items():
+        score = {"match_all": 100.0 if sample in right else 0.0}
+        cost = {"chunks": 10, "chunks_read": chunks_read, "seconds": seconds[sample]}
+        store.record(SampleResult(sample, "done", "ruler", score, cost))
+    store.close()
+    return folder
+
+
+def test_the_ideal_reads_up_to_the_needles_chunk() -> None:
+    assert exit_depth.ideal_share(0.0, 10) == 0.1  # a needle at the start: one chunk
+    assert exit_depth.ideal_share(0.55, 10) == 0.6  # in chunk 6 of 10
+    assert exit_depth.ideal_share(1.0, 10) == 1.0  # at the very end: every chunk
+
+
+def test_the_table_pairs_the_runs_by_sample_and_bins_by_depth(tmp_path: Path) -> None:
+    data = write_data(tmp_path / "needles.jsonl")
+    on = write_run(tmp_path / "on", data, {"a": 2, "b": 6, "c": 10},
+                   {"a": 2.0, "b": 6.0, "c": 10.0}, right={"a", "b"})  # fmt: skip
+    off = write_run(tmp_path / "off", data, {"a": 10, "b": 10, "c": 10},
+                    {"a": 10.0, "b": 12.0, "c": 10.0}, right={"a", "b", "c"})  # fmt: skip
+    lines = exit_depth.table(on, off, bins=3)
+    rows = {line.split(" | ")[0].strip("| "): line.strip("| ").split(" | ") for line in lines[2:]}
+    assert rows["0%-33%"] == ["0%-33%", "1", "20%", "20%", "2.0", "10.0", "5.00x", "100%", "100%"]
+    assert rows["33%-67%"] == ["33%-67%", "1", "60%", "60%", "6.0", "12.0", "2.00x", "100%", "100%"]
+    assert rows["67%-100%"] == [
+        "67%-100%",
+        "1",
+        "100%",
+        "100%",
+        "10.0",
+        "10.0",
+        "1.00x",
+        "0%",
+        "100%",
+    ]
+    assert rows["all"][1:5] == ["3", "60%", "60%", "6.0"]
+    assert rows["all"][6:] == ["1.78x", "67%", "100%"]  # 32 s off against 18 s on
+
+
+def test_a_folder_that_is_no_run_is_refused_in_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(BENCH), str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode != 0
+    assert (
+        result.stderr.strip()
+        == f"exit_depth.py: {tmp_path} is not an eval run folder (no config.json)"
+    )
