@@ -23,18 +23,29 @@ import math
 import sys
 from pathlib import Path
 from statistics import fmean
+from typing import Any
 
 from longread.data.loaders import data_files, load_files
 from longread.eval.store import SampleResult, read_results
+from longread.view.runfolder import data_path
 
 
 def depths_of(run: Path) -> dict[str, float]:
     """Each sample's needle depth (0..1), from the data the run's config.json names."""
-    config = json.loads((run / "config.json").read_text())
-    data = (run / config["data"]).resolve()
+    data = data_path(run, load_config(run))
+    if data is None or not data.exists():
+        sys.exit(f"exit_depth.py: the data {run} read is not at {data} (moved?)")
     samples = load_files(data_files(data) if data.is_dir() else [data])
     depths = {s.id: s.meta.get("depth") for s in samples}
     return {sample: float(depth) for sample, depth in depths.items() if depth is not None}
+
+
+def load_config(run: Path) -> dict[str, Any]:
+    path = run / "config.json"
+    if not path.is_file():
+        sys.exit(f"exit_depth.py: {run} is not an eval run folder (no config.json)")
+    config: dict[str, Any] = json.loads(path.read_text())
+    return config
 
 
 def done(run: Path) -> dict[str, SampleResult]:
@@ -53,9 +64,14 @@ def ideal_share(depth: float, chunks: int) -> float:
 def table(run: Path, off: Path | None, bins: int) -> list[str]:
     on_results, depths = done(run), depths_of(run)
     off_results = done(off) if off else {}
-    ids = [i for i in on_results if i in depths and (not off or i in off_results)]
+    if off and load_config(off).get("data_hash") != load_config(run).get("data_hash"):
+        sys.exit(f"exit_depth.py: {run} and {off} read different data: nothing to pair")
+    ids = [i for i in on_results if i in depths]
     if not ids:
         sys.exit(f"exit_depth.py: no sample of {run} records a needle depth (meta.depth)")
+    ids = [i for i in ids if not off or i in off_results]
+    if not ids:
+        sys.exit(f"exit_depth.py: {run} and {off} have no finished sample in common")
     lines = [
         "| depth | n | read | ideal | s/sample on | s/sample off | speed-up | acc on | acc off |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -102,8 +118,7 @@ def main() -> None:
     if args.bins < 1:
         sys.exit("exit_depth.py: --bins must be at least 1")
     for run in filter(None, (args.run, args.off)):
-        if not (run / "config.json").is_file():
-            sys.exit(f"exit_depth.py: {run} is not an eval run folder (no config.json)")
+        load_config(run)  # exits with a message when it is no run folder
     print("\n".join(table(args.run, args.off, args.bins)))
 
 

@@ -6,13 +6,16 @@ micro-batches, which is the same for any causal model."""
 
 from __future__ import annotations
 
-import pytest
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from dataclasses import replace
 
-from longread.train.config import OptimSection
-from longread.train.episodes import TrainingRow
-from longread.train.update import Updater
+import pytest
+
+torch = pytest.importorskip("torch")  # the 'train' extra; `make install` always installs it
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+from longread.train.config import OptimSection  # noqa: E402
+from longread.train.episodes import TrainingRow  # noqa: E402
+from longread.train.update import Updater  # noqa: E402
 
 PAD = 0
 
@@ -50,8 +53,8 @@ def row(prompt: int, completion: int, seed: int) -> TrainingRow:
 ROWS = [row(40, 12, 0), row(5, 2, 1), row(38, 10, 2), row(6, 1, 3), row(41, 9, 4), row(4, 2, 5)]
 
 
-def updater(model: LlamaForCausalLM, micro_batch: int) -> Updater:
-    return Updater(model, OptimSection(lr=0.01, micro_batch=micro_batch), PAD)
+def updater(model: LlamaForCausalLM, micro_batch: int, **optim: object) -> Updater:
+    return Updater(model, OptimSection(lr=0.01, micro_batch=micro_batch, **optim), PAD)
 
 
 def test_short_rows_share_a_micro_batch_instead_of_padding_to_long_ones() -> None:
@@ -81,3 +84,23 @@ def test_the_supervised_step_is_the_same_whatever_the_micro_batch() -> None:
         assert other_norm == pytest.approx(grad_norm, rel=1e-4)
         for a, b in zip(weights, other_weights, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_the_policy_step_gives_each_row_its_own_old_logprobs_whatever_the_micro_batch() -> None:
+    """Two minibatches: the first's old logprobs come from its own first forward ("auto"),
+    the second's are computed before any step; both must land on their own rows."""
+    rows = [replace(r, advantage=1.0 if k % 2 else -1.0) for k, r in enumerate(ROWS)]
+    results = []
+    for micro_batch in (1, 3):
+        model = tiny_model()
+        update = updater(model, micro_batch, minibatches=2, old_logprobs="auto")
+        before = [update._logprobs(model, [r])[0] for r in rows]
+        old, ref = update.old_logprobs(rows)
+        update.ppo_update(rows, old, ref)
+        for mine, alone in zip(old, before, strict=True):
+            assert mine == pytest.approx(alone, abs=1e-5)
+        results.append([p.detach().clone() for p in model.parameters()])
+    for a, b in zip(*results, strict=True):
+        # AdamW's steps are 0.01 a weight: a misplaced row would move them that much, float
+        # noise in near-zero gradients a few millionths
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-5)

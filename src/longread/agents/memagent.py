@@ -81,10 +81,15 @@ class UpdateLayout(Protocol):
     """How an update prompt is laid out. ``MemAgentConfig`` carries one, and so does the
     oracle's ``Reading`` (train/oracle.py), so that training writes the agent's own prompts."""
 
-    section_first: bool  # the section before the problem and the memory
-    update_gate: bool  # the <keep/> gate is on
-    exit_gate: bool  # the <exit/> gate is on
-    gate_instructions: bool  # the prompt explains the gates that are on
+    # Read-only properties: the oracle's Reading is a frozen dataclass.
+    @property
+    def section_first(self) -> bool: ...  # the section before the problem and the memory
+    @property
+    def update_gate(self) -> bool: ...  # the <keep/> gate is on
+    @property
+    def exit_gate(self) -> bool: ...  # the <exit/> gate is on
+    @property
+    def gate_instructions(self) -> bool: ...  # the prompt explains the gates that are on
 
 
 def update_messages(

@@ -86,15 +86,21 @@ class Updater:
         )
 
     def micro_batches(self, rows: list[TrainingRow]) -> list[list[TrainingRow]]:
-        """``rows`` in groups of ``micro_batch``, shortest rows first.
+        """``rows`` in groups of ``micro_batch``, shortest first (``micro_batch_indices``)."""
+        return [[rows[i] for i in group] for group in self.micro_batch_indices(rows)]
+
+    def micro_batch_indices(self, rows: list[TrainingRow]) -> list[list[int]]:
+        """The indices of ``rows`` in groups of ``micro_batch``, shortest rows first.
 
         A micro-batch pads every row to its longest, so rows of like length go together: a
         150-token probe row beside 1,500-token update rows cost a 1,500-token forward
         (sft29p). Every loss here divides a token sum by the step's (or minibatch's) token
         count, so the grouping changes no gradient, only the padding."""
         size = self.optim.micro_batch
-        ordered = sorted(rows, key=lambda r: len(r.prompt_ids) + len(r.completion_ids))
-        return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+        order = sorted(
+            range(len(rows)), key=lambda i: len(rows[i].prompt_ids) + len(rows[i].completion_ids)
+        )
+        return [order[k : k + size] for k in range(0, len(order), size)]
 
     def minibatches(self, count: int) -> list[list[int]]:
         """The row indices of each minibatch (one optimizer step each): interleaved, so every
@@ -153,12 +159,14 @@ class Updater:
 
     def _logprobs(self, model: Any, rows: list[TrainingRow]) -> list[list[float]]:
         """Each row's completion logprobs, in the order of ``rows``."""
-        by_row: dict[int, list[float]] = {}
-        for chunk in self.micro_batches(rows):
-            batch = make_batch(chunk, self.pad_id)
-            values = unpadded(completion_logprobs(model, batch), batch)
-            by_row.update(zip(map(id, chunk), values, strict=True))
-        return [by_row[id(r)] for r in rows]
+        values: list[list[float]] = [[] for _ in rows]
+        for group in self.micro_batch_indices(rows):
+            batch = make_batch([rows[i] for i in group], self.pad_id)
+            for i, row_values in zip(
+                group, unpadded(completion_logprobs(model, batch), batch), strict=True
+            ):
+                values[i] = row_values
+        return values
 
     @contextlib.contextmanager
     def reference_model(self) -> Iterator[Any]:
@@ -224,10 +232,10 @@ class Updater:
         model.train()
         self.optimizer.zero_grad(set_to_none=True)
         tokens = sum(len(r.completion_ids) for r in rows)
-        position = dict(zip(map(id, rows), indices, strict=True))
-        for chunk in self.micro_batches(rows):
+        for group in self.micro_batch_indices(rows):
+            chunk = [rows[k] for k in group]
             batch = make_batch(chunk, self.pad_id)
-            ids = [position[id(r)] for r in chunk]
+            ids = [indices[k] for k in group]
             logprobs = completion_logprobs(model, batch)
             for i, values in zip(ids, unpadded(logprobs.detach(), batch), strict=True):
                 if old[i] is None:
