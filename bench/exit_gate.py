@@ -3,7 +3,7 @@ how long a sample takes, with the needle at 10%, 50% and 90% of it, against the 
 up to the needle's chunk, then stop) and against the gate off (every chunk).
 
     .venv/bin/python bench/exit_gate.py [--tokens 8192] [--per-depth 3] [--adapter memory]
-        [--min-read 0] [--out FILE.jsonl]
+        [--min-read 0] [--out FILE.jsonl] [--traces DIR]
 
 Documents are ``make demo``'s layout (``longread.data.needle``: RULER's noise in paragraphs,
 "The special magic number is N." at the depth asked), read on the embedded model at the
@@ -14,6 +14,9 @@ share read (gate on; the ideal; off is 100%), seconds per sample both ways, and 
 ways. An adapter trained with the exit probe is compared with the probe off and on instead.
 An adapter that was not trained for the gate rarely says ``<exit/>``: then the share read
 stays near 100%. Run it on a quiet machine: seconds compare only within one run.
+``--traces DIR`` keeps every run's trace (``depth50-2-on.json``: the needle at 50%, third
+sample, gate on), to open with ``longread view`` or read by hand: what the notes held when
+the gate said no.
 """
 
 from __future__ import annotations
@@ -36,13 +39,15 @@ DEPTHS = (0.1, 0.5, 0.9)
 
 
 async def one(backend: Any, tokenizer: Any, document: str, number: str, gate: bool,
-              args: argparse.Namespace, exit_option: str,
-              gates: dict[str, bool]) -> dict[str, Any]:  # fmt: skip
+              args: argparse.Namespace, exit_option: str, gates: dict[str, bool],
+              trace: Path | None) -> dict[str, Any]:  # fmt: skip
     config = MemAgentConfig(
         chunk_tokens=1000, memory_tokens=256, final_tokens=32, min_read=args.min_read,
         **{exit_option: gate}, **gates,
     )  # fmt: skip
     run = await MemAgent(backend, tokenizer, config).run(NEEDLE_QUESTION, document)
+    if trace is not None:
+        run.save(trace)
     chunks = run.config.get("chunks") or sum(s.kind == "update" for s in run.steps)
     read = run.config.get("chunks_read", chunks)
     return {"correct": number in run.answer, "seconds": run.seconds, "read": read, "chunks": chunks}
@@ -73,13 +78,23 @@ async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
         for index in range(args.per_depth):
             number = str(rng.randrange(1_000_000, 10_000_000))
             document = needle_document_of_length(number, args.tokens, tokenizer, depth)
-            off = await one(backend, tokenizer, document, number, False, args, exit_option, gates)
-            on = await one(backend, tokenizer, document, number, True, args, exit_option, gates)
+            off, on = [
+                await one(backend, tokenizer, document, number, gate, args, exit_option, gates,
+                          trace_path(args.traces, depth, index, gate))
+                for gate in (False, True)
+            ]  # fmt: skip
             ideal = math.ceil(depth * on["chunks"]) or 1  # chunks up to the needle's
             row = {"depth": depth, "index": index, "off": off, "on": on, "ideal_read": ideal}
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows
+
+
+def trace_path(folder: Path | None, depth: float, index: int, gate: bool) -> Path | None:
+    """Where one run's trace goes under ``--traces`` (None: no traces kept)."""
+    if folder is None:
+        return None
+    return folder / f"depth{round(depth * 100)}-{index}-{'on' if gate else 'off'}.json"
 
 
 def summary(rows: list[dict[str, Any]]) -> None:
@@ -108,7 +123,10 @@ def main() -> None:
     parser.add_argument("--min-read", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--traces", type=Path, help="a folder for every run's trace")
     args = parser.parse_args()
+    if args.traces:
+        args.traces.mkdir(parents=True, exist_ok=True)
     if args.adapter == "none":
         args.adapter = None
     rows = asyncio.run(bench(args))
