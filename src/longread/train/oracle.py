@@ -30,6 +30,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ..agents.memagent import (
     NO_MEMORY,
@@ -44,7 +45,9 @@ from ..data.records import Sample
 from ..llm.base import Message
 from ..text.chunking import Chunk
 from .episodes import TrainingRow
-from .policy import Policy
+
+if TYPE_CHECKING:  # torch only where rows are tokenised: the oracle's text stays light
+    from .policy import Policy
 
 
 @dataclass(frozen=True)
