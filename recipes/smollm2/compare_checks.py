@@ -8,6 +8,8 @@ stages). Pooled over the pairs it prints each stage's accuracy (the strict judge
 checks' summaries), the documents only A got and only B got, and the two-sided exact McNemar
 p-value: how likely a split at least this uneven is when the stages are equally good. With
 few discordant documents nothing is significant; the script says so rather than a verdict.
+`longread eval compare` does the same for any two runs (any metric, with seconds and share
+read); this script keeps the checks' strict judge and its pooled one-line summary.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import argparse
 import json
 import sqlite3
 import sys
-from math import comb
 from pathlib import Path
+
+from longread.eval.compare import mcnemar_exact
 
 
 def strict_by_sample(run: Path) -> dict[str, float]:
@@ -27,15 +30,6 @@ def strict_by_sample(run: Path) -> dict[str, float]:
     with sqlite3.connect(run / "results.sqlite") as db:
         rows = db.execute("select sample_id, score from results where status = 'done'")
         return {sample: float(json.loads(score)["strict"]) for sample, score in rows}
-
-
-def mcnemar_exact(only_a: int, only_b: int) -> float:
-    """Two-sided exact McNemar p-value for the discordant counts (a binomial test at 1/2)."""
-    n = only_a + only_b
-    if n == 0:
-        return 1.0
-    tail = sum(comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2**n
-    return min(1.0, 2 * tail)
 
 
 def main() -> None:

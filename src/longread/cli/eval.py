@@ -233,6 +233,42 @@ def report(
         click.echo(text, nl=False)
 
 
+@eval_group.command("compare")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option(
+    "--metric",
+    type=click.Choice(["headline", "strict", "sub_em", "em"]),
+    default="headline",
+    show_default=True,
+    help="What counts as answered: full marks on it (headline: RULER's match_all, else "
+    "sub-EM, as `eval run` prints; strict needs a \\boxed{} answer).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    help="Write every pair, sample by sample, as JSON lines here.",
+)
+def compare(run_dirs: tuple[str, ...], metric: str, json_path: str | None) -> None:
+    """Pair runs of the same data sample by sample: RUN_A RUN_B [RUN_A2 RUN_B2 ...].
+
+    For each pair: how many each got right, the samples only one got, McNemar's exact test on
+    those, and seconds per sample (and share read) both ways; a pooled row for several pairs.
+    Runs of different data are refused."""
+    from ..eval.compare import compare_table, pair_runs, pairing_record
+
+    if len(run_dirs) % 2:
+        raise UsageError("give the run folders in pairs: RUN_A RUN_B [RUN_A2 RUN_B2 ...]")
+    if json_path:
+        _prepare_output(json_path, "--json")
+    pairs = zip(run_dirs[::2], run_dirs[1::2], strict=True)
+    pairings = [pair_runs(a, b, metric) for a, b in pairs]
+    click.echo("\n".join(compare_table(pairings)))
+    if json_path:
+        records = (json.dumps(pairing_record(p)) + "\n" for p in pairings)
+        Path(json_path).write_text("".join(records))
+
+
 def _prepare_output(path: str, flag: str) -> None:
     """Make the folder of an output file, or say in one line why it cannot be made or written."""
     folder = Path(path).parent
