@@ -317,6 +317,32 @@ async def test_the_oracle_probe_says_no_to_noisy_notes():
     assert [reply for prompt, reply in probes if needle in prompt] == ["yes"]
 
 
+async def test_with_noisy_yes_the_oracle_also_says_yes_to_the_answer_with_filler():
+    """``noisy_yes``: the notes that complete the evidence are probed once more with filler
+    added, and they still answer: "yes" (stage sft29q, never shown such notes, said no to
+    the needle with any filler beside it). Off, the episode is the same as before."""
+    import random
+
+    from longread.data.records import Sample
+    from longread.train.oracle import oracle_episode
+
+    filler = [f"Filler line {i} about the hills." for i in range(200)]
+    needle = "The special magic number is 4720519."
+    doc = " ".join([*filler[:150], needle, *filler[150:]])
+    sample = Sample("n", "What is the special magic number?", doc, ["4720519"])
+    agent = agent_for(ScriptedBackend([]), chunk_tokens=200, exit_probe=True)
+    plain = await oracle_episode(agent, sample, rng=random.Random(3))
+    noisy = await oracle_episode(agent, sample, rng=random.Random(3), noisy_yes=1.0)
+    assert len(noisy) == len(plain) + 1
+    extra = noisy[-2]  # after the clean "yes" probe, before the final answer
+    prompt = extra.messages[-1]["content"]
+    assert (extra.kind, extra.reply) == ("probe", "yes")
+    assert needle in prompt and "Filler line" in prompt
+    assert [(t.kind, t.reply) for t in noisy if t is not extra] == [
+        (t.kind, t.reply) for t in plain
+    ]
+
+
 # --- the exit gate's RL terms (GRU-Mem; train/rewards.py, train/credit.py) ----------------
 
 EVIDENCE = [SECTIONS[1]]  # "The code is 4412."

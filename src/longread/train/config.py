@@ -210,6 +210,13 @@ class RunSection:
         "(the question's words with a wrong value), the ideal reply still the clean notes "
         "(teaches dropping answers the document has not given); 0 = never",
     )
+    probe_noisy_yes: float = option(
+        0.0,
+        "sft with agent option exit_probe: chance that the probe that answers yes (the notes "
+        "now hold every evidence sentence) is asked once more of those notes with filler "
+        "sentences added, also answered yes; 0 = the yes probe on clean notes only (stage "
+        "sft29q, whose probe then said no to needle notes with any filler)",
+    )
     update_share: float = option(
         1.0,
         "sft: share of the updates that take in no evidence kept as training rows (drawn at "
@@ -329,6 +336,7 @@ class TrainConfig:
             ("run.false_claims", self.run.false_claims),
             ("run.update_share", self.run.update_share),
             ("run.section_first_share", self.run.section_first_share),
+            ("run.probe_noisy_yes", self.run.probe_noisy_yes),
         ):
             if not 0.0 <= chance <= 1.0:
                 raise UsageError(f"{name} is a chance: between 0 and 1")

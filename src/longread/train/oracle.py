@@ -73,6 +73,7 @@ async def oracle_episode(
     rng: random.Random | None = None,
     claim_rate: float = 0.0,
     section_first: bool | None = None,
+    noisy_yes: float = 0.0,
 ) -> list[OracleTurn]:
     """The ideal memagent run over ``sample`` with ``agent``'s chunking and prompts.
 
@@ -86,7 +87,9 @@ async def oracle_episode(
     ``exit_probe`` each update that changes the notes is followed by the probe, answered
     "yes" once the notes hold every evidence sentence (the episode ends there), else "no";
     and each update shown noisy notes is preceded by a probe of those notes, answered "no" (a
-    conversation the agent has only if it wrote them: the state noise stands for)."""
+    conversation the agent has only if it wrote them: the state noise stands for). With
+    ``noisy_yes`` > 0, the probe that says "yes" is, with that chance, asked once more of those
+    notes with filler added, also "yes" (notes that copied some noise still answer)."""
     if section_first is None:
         section_first = agent.config.section_first
     _, chunks = await agent.chunks(sample.question, sample.context)
@@ -94,7 +97,7 @@ async def oracle_episode(
     reading = Reading(
         sample.question, evidence_sentences(sample), sample.answers, section_first,
         noise_rate, claim_rate, config.update_gate, config.exit_gate, config.gate_instructions,
-        config.exit_probe,
+        config.exit_probe, noisy_yes,
     )  # fmt: skip
     prompts = agent.config.prompts
     turns, memory = oracle_pass(prompts, chunks, reading, rng or random.Random(0))
@@ -117,6 +120,7 @@ class Reading:
     exit_gate: bool = False  # ... and once every evidence sentence is kept, <exit/>, and stop
     gate_instructions: bool = True  # the prompts explain the gates (off: the papers' prompt)
     exit_probe: bool = False  # a probe after each change of notes: "yes" once they hold it all
+    noisy_yes: float = 0.0  # chance the "yes" probe is also asked of its notes with filler
 
 
 def oracle_pass(
@@ -155,6 +159,11 @@ def oracle_pass(
         if reading.exit_probe and memory != shown and not tagged:  # a change of notes: probe
             probe = probe_messages(reading.question, memory, prompts)
             turns.append(OracleTurn(probe, "yes" if done else "no", "probe"))
+            if done and read and reading.noisy_yes > 0 and rng.random() < reading.noisy_yes:
+                # A probe taught "yes" only on clean notes says no once they copied some
+                # filler too (stage sft29q: bench/exit_probe_wordings.py)
+                noisy = probe_messages(reading.question, _with_filler(memory, read, rng), prompts)
+                turns.append(OracleTurn(noisy, "yes", "probe"))
         if done:
             break
     return turns, memory
@@ -255,6 +264,7 @@ def oracle_rows(
     section_first_share: float = 0.0,
     other_agents: Sequence[MemAgent] = (),
     keep_empty_updates: bool = False,
+    noisy_yes: float = 0.0,
 ) -> list[TrainingRow]:
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
@@ -271,7 +281,8 @@ def oracle_rows(
     section-first order (``MemAgentConfig.section_first``), so one adapter learns both orders;
     0 keeps the agent's own order and draws nothing. ``other_agents`` (the same prompts and
     caps, other chunk sizes): each sample's episode is cut by one drawn from ``agent`` and
-    them; none draws nothing."""
+    them; none draws nothing. ``noisy_yes``: the exit probe's "yes" also on noisy notes
+    (``oracle_episode``)."""
     eos = policy.tokenizer.eos_token_id
     rng = rng or random.Random(0)
     rows = []
@@ -280,7 +291,7 @@ def oracle_rows(
         if section_first_share > 0:
             order = rng.random() < section_first_share
         reader = rng.choice([agent, *other_agents]) if other_agents else agent
-        turns = asyncio.run(_episode(reader, sample, noise_rate, rng, claim_rate, order))
+        turns = asyncio.run(_episode(reader, sample, noise_rate, rng, claim_rate, order, noisy_yes))
         for index, turn in enumerate(turns):
             if not (keep_empty_updates and turn.from_empty) and _dropped(turn, update_share, rng):
                 continue
@@ -304,7 +315,7 @@ def oracle_rows(
 
 async def _episode(
     reader: MemAgent, sample: Sample, noise_rate: float, rng: random.Random, claim_rate: float,
-    section_first: bool | None,
+    section_first: bool | None, noisy_yes: float = 0.0,
 ) -> list[OracleTurn]:  # fmt: skip
     """The agent's oracle episode: MemReread's (oracle_reread.py), ReMemR1's
     (oracle_rememr1.py: none when its recall would miss) or MemAgent's."""
@@ -324,7 +335,9 @@ async def _episode(
                 replace(reader.config, section_first=section_first),
             )
         return await reread_episode(reader, sample, rng, noise_rate, claim_rate)
-    return await oracle_episode(reader, sample, noise_rate, rng, claim_rate, section_first)
+    return await oracle_episode(
+        reader, sample, noise_rate, rng, claim_rate, section_first, noisy_yes
+    )
 
 
 def _cap(reader: MemAgent, kind: str) -> int:

@@ -226,6 +226,7 @@ class Trainer:
             section_first_share=run.section_first_share,
             other_agents=[self.oracle_agent(size) for size in run.chunk_choices],
             keep_empty_updates=run.keep_empty_updates,
+            noisy_yes=run.probe_noisy_yes,
         )
         prepare_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
