@@ -140,15 +140,18 @@ baselines() {  # baselines SET...: full and rag, the target's comparison (full) 
     done
   done
 }
-if want adapter; then
+memory_cells() {  # memory_cells MODEL [HOW]: every cell a memory adapter reads (MODEL: adapter,
+  # the one shipped, or a recipe stage; HOW as in `cell`, for every cell)
+  local model=$1 how=${2:-} set length
   for set in "${SETS[@]}"; do
-    for length in "${LENGTHS[@]}"; do cell memagent adapter "$set" "$length"; done
+    for length in "${LENGTHS[@]}"; do cell memagent "$model" "$set" "$length" "$how"; done
   done
-  cell memagent adapter ruler_niah_single_2 32768
-  cell memagent adapter ruler_niah_single_2 65536
-  for set in "${HELD_OUT_CELLS[@]}"; do cell memagent adapter "$set" 8192; done
-  cell memagent adapter ruler_niah_single_2 8192 section-first
-fi
+  cell memagent "$model" ruler_niah_single_2 32768 "$how"
+  cell memagent "$model" ruler_niah_single_2 65536 "$how"
+  for set in "${HELD_OUT_CELLS[@]}"; do cell memagent "$model" "$set" 8192 "$how"; done
+  cell memagent "$model" ruler_niah_single_2 8192 "section-first${how:++$how}"
+}
+want adapter && memory_cells adapter
 # The cells the targets compare against come before the untrained task's: the base model at
 # each length on both trained tasks (shortest first), then full and rag on them; an interrupted
 # run leaves those done first.
@@ -168,17 +171,14 @@ if want base; then
   cell memagent base ruler_niah_single_2 32768
   cell memagent base ruler_niah_single_2 65536
 fi
-# STAGES="sft2a grpo2b": recipe stages not shipped, on the niah_single_2 lengths, 32K and
-# 64K and section-first (their adapter.gguf in recipes/smollm2/runs/STAGE: a training run's,
-# or recipes/smollm2/export_stage.py STAGE for a committed one), so that stages compare
-# within one pipeline. STAGE_HOW=exit-off reads them all with the exit gate off (a stage
-# trained with it, read the papers' way); the folders' names then end with it.
-for stage in ${STAGES:-}; do
-  for length in "${LENGTHS[@]}" 32768 65536; do
-    cell memagent "$stage" ruler_niah_single_2 "$length" "${STAGE_HOW:-}"
-  done
-  cell memagent "$stage" ruler_niah_single_2 8192 "section-first${STAGE_HOW:++$STAGE_HOW}"
-done
+# STAGES="sft2a grpo2b": recipe stages not shipped, on every cell the shipped adapter reads
+# (their adapter.gguf in recipes/smollm2/runs/STAGE: a training run's, or
+# recipes/smollm2/export_stage.py STAGE for a committed one), so that a stage compares with
+# the shipped adapter set by set (`longread eval compare`) before it ships. STAGE_HOW=exit-off
+# reads them all with the exit gate off (a stage trained with it, read the papers' way), and
+# probe-on / probe-off likewise; the folders' names then end with it (CELLS=gates's folders
+# are reused: STAGE_HOW=probe-on after CELLS=gates runs only the cells it has not).
+for stage in ${STAGES:-}; do memory_cells "$stage" "${STAGE_HOW:-}"; done
 # Issue 28: the three memory agents on reversed two-hop chains and their forward control, 8K
 # (CELLS=agents); the model as released first: the floor a trained agent must beat
 if want agents; then
