@@ -6,7 +6,6 @@ by hand."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -16,11 +15,10 @@ from longread.data.loaders import load_samples
 from longread.eval.provenance import data_identity
 from longread.eval.store import RunStore, SampleResult
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "exit_depth.py"
-spec = importlib.util.spec_from_file_location("exit_depth", BENCH)
-assert spec and spec.loader
-exit_depth = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(exit_depth)
+from .script_loader import ROOT, load_script
+
+BENCH = "bench/exit_depth.py"
+exit_depth = load_script(BENCH)
 
 DEPTHS = {"a": 0.1, "b": 0.5, "c": 0.9}
 
@@ -105,7 +103,9 @@ def test_runs_of_different_data_are_not_paired(tmp_path: Path) -> None:
 
 
 def run_bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, str(ROOT / BENCH), *args], capture_output=True, text=True
+    )
 
 
 def test_a_folder_that_is_no_run_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -6,17 +6,13 @@ table claims."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
-from pathlib import Path
 
 from longread.data._niah import HELDOUT_WORDINGS, WORDINGS
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "exit_probe_wordings.py"
-spec = importlib.util.spec_from_file_location("exit_probe_wordings", BENCH)
-assert spec and spec.loader
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+from .script_loader import load_script
+
+bench = load_script("bench/exit_probe_wordings.py")
 
 
 def test_needle_cases_hold_the_value_and_the_others_never_do() -> None:
