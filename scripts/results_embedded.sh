@@ -93,8 +93,9 @@ PY
 
 cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter memory or
   # --base-model) or a recipe stage; HOW: section-first (with --section-first), exit-on /
-  # exit-off (--exit-gate on/off), probe-on / probe-off (--exit-probe on/off), or several
-  # joined by + (section-first+exit-off); the run folder's name ends with HOW
+  # exit-off (--exit-gate on/off), probe-on / probe-off (--exit-probe on/off), grounded
+  # (--grounded-exit on), or several joined by + (section-first+exit-off); the run folder's
+  # name ends with HOW
   local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part
   local out="$RUNS/$agent-$model-$set-$length${5:+-$5}" data="$DATA/${set}_${length}.jsonl"
   # A finished cell is left as it is: resuming it would load the model for nothing and add an
@@ -108,6 +109,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
       section-first) flags+=(--section-first) ;;
       exit-on | exit-off) flags+=(--exit-gate "${part#exit-}") ;;
       probe-on | probe-off) flags+=(--exit-probe "${part#probe-}") ;;
+      grounded) flags+=(--grounded-exit on) ;;
       *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
     esac
   done
@@ -192,7 +194,9 @@ fi
 # probe, the default, for an adapter trained with the exit probe, exit for the <exit/> tag),
 # on HotpotQA at 8K and 16K (the gate's safety: a second hop may come late) and
 # niah_single_2 at 32K and 64K (its speed); each pair in a row, so an interrupted run leaves
-# whole pairs
+# whole pairs; then the probe with the grounded exit (--grounded-exit on: an exit counts
+# only on notes found in the sections read), HotpotQA 16K and 32K first: the early stops it
+# must remove and the speed-up it must keep
 if want gates; then
   for set_length in "hotpotqa 8192" "hotpotqa 16384" "ruler_niah_single_2 32768" \
     "ruler_niah_single_2 65536"; do
@@ -200,6 +204,11 @@ if want gates; then
       # shellcheck disable=SC2086  # set_length is two words on purpose
       cell memagent "${GATE_STAGE:-sft29q}" $set_length "$how"
     done
+  done
+  for set_length in "hotpotqa 16384" "ruler_niah_single_2 32768" "hotpotqa 8192" \
+    "ruler_niah_single_2 65536"; do
+    # shellcheck disable=SC2086
+    cell memagent "${GATE_STAGE:-sft29q}" $set_length "${GATE_KIND:-probe}-on+grounded"
   done
 fi
 trap - EXIT

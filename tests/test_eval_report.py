@@ -169,6 +169,24 @@ async def test_one_agent_with_two_configs_gets_two_labels(tmp_path):
     assert agents == {"full (final_tokens 10)", "full (final_tokens 20)"}
 
 
+async def test_a_run_made_before_a_setting_existed_is_labelled_with_its_old_value(tmp_path):
+    """A folder saved before ``grounded_exit`` existed ran without it: "grounded_exit False",
+    not "None", beside a run with it on."""
+    for name, config in (
+        ("old", {"exit_probe": True}),
+        ("new", {"exit_probe": True, "grounded_exit": True}),
+    ):
+        with open_store(tmp_path / name, "memagent") as store:
+            saved = json.loads(store.config_path.read_text())
+            store.config_path.write_text(json.dumps({**saved, "agent_config": config}))
+            replies = {"a1": "\\boxed{Paris}"}
+            await run_eval(
+                TOY[:1], factory(backend(replies, {}), "memagent"), store, 1, progress=False
+            )
+    agents = {r["agent"] for r in load_runs([tmp_path / "old", tmp_path / "new"])}
+    assert agents == {"memagent (grounded_exit False)", "memagent (grounded_exit True)"}
+
+
 async def test_report_command_writes_markdown_and_json(run_dirs, tmp_path):
     out, rows_path = tmp_path / "report.md", tmp_path / "rows.jsonl"
     args = ["report", *map(str, run_dirs), "--markdown", str(out), "--json", str(rows_path)]

@@ -12,7 +12,13 @@ from longread.agents.memagent import NO_MEMORY, MemAgent, MemAgentConfig
 from longread.errors import UsageError
 from longread.llm.base import Message
 from longread.text.chunking import Chunk
-from longread.trace import FORMAT_ERROR, GATE_EXIT, GATE_EXIT_EARLY, GATE_KEEP
+from longread.trace import (
+    FORMAT_ERROR,
+    GATE_EXIT,
+    GATE_EXIT_EARLY,
+    GATE_EXIT_UNGROUNDED,
+    GATE_KEEP,
+)
 
 from .scripted import ScriptedBackend, WordTokenizer
 
@@ -417,3 +423,91 @@ def test_gate_rewards_need_the_exit_gate_on(tmp_path):
     config.reward.early_exit_penalty = -1.0
     with pytest.raises(UsageError, match="0 or more"):
         config.check()
+
+
+# --- the grounded exit: an exit counts only on notes traced to the sections read ----------
+
+NEEDLE = "One of the special magic numbers for quiet-harbor is: 4076011."
+NEEDLE_QUESTION = "What is the special magic number for quiet-harbor mentioned in the text?"
+
+
+def provenance_after(*reads: tuple[str, str]):
+    """A Provenance that saw each (section, memory after it) in turn."""
+    from longread.citations import Provenance
+
+    provenance, memory = Provenance(), NO_MEMORY
+    for index, (section, new_memory) in enumerate(reads):
+        provenance.on_update(memory, new_memory, chunks(*[""] * index, section)[index])
+        memory = new_memory
+    return provenance
+
+
+def test_notes_copied_from_a_section_read_ground_an_exit():
+    from longread.citations.grounding import ungrounded_notes
+
+    section = f"The hills were quiet that year. {NEEDLE} Nobody came back."
+    memory = f"The hills were quiet that year. {NEEDLE}"  # filler beside the needle is fine
+    provenance = provenance_after((section, memory))
+    assert ungrounded_notes(memory, NEEDLE_QUESTION, provenance) == []
+    reworded = "The special magic number for quiet-harbor is 4076011."
+    provenance = provenance_after((section, reworded))
+    assert ungrounded_notes(reworded, NEEDLE_QUESTION, provenance) == []
+
+
+@pytest.mark.parametrize(
+    ("memory", "section"),
+    [
+        # the made-up two-hop note of stage sft29q's HotpotQA 16K early stop
+        ("Penelope Lively was born in San Ramon Valley, California, and died in Manhattan.",
+         "Arthur Conan Doyle was born in Edinburgh. He wrote detective stories."),
+        # the right key with a value the section does not hold (sft29q's made-up "100")
+        ("One of the special magic numbers for quiet-harbor is: 100.", NEEDLE),
+        # a name the section does not hold, on a sentence that otherwise matches it
+        ("Maria Lopez was born in San Ramon Valley, California.",
+         "John Smith was born in San Ramon Valley, California."),
+    ],
+)  # fmt: skip
+def test_notes_the_sections_do_not_hold_do_not_ground_an_exit(memory, section):
+    from longread.citations.grounding import exit_grounded
+
+    question = (
+        NEEDLE_QUESTION
+        if "magic" in memory
+        else "Who was born first, Maria Lopez or "
+        "Penelope Lively, and where in California was Lively born?"
+    )
+    assert not exit_grounded(memory, question, provenance_after((section, memory)))
+
+
+def test_notes_about_nothing_the_question_asks_cannot_ground_an_exit():
+    """Copied filler (stage sft29r exited on RULER's "The grass is green." and answered
+    "green"): traced, but about nothing asked, so there is nothing to answer from."""
+    from longread.citations.grounding import ungrounded_notes
+
+    filler = "The grass is green. The sky is blue. The sun is yellow."
+    provenance = provenance_after((filler, filler))
+    assert ungrounded_notes(filler, NEEDLE_QUESTION, provenance) is None
+
+
+async def test_a_grounded_exit_reads_on_past_made_up_notes_and_stops_at_the_evidence():
+    replies = {SECTIONS[0]: "The code is 9999.", SECTIONS[1]: "The code is 4412."}
+    config = {"exit_probe": True, "grounded_exit": True}
+    backend = ScriptedBackend([probed(replies, ["yes", "yes"])] * 10)
+    run = await agent_for(backend, **config).run("What is the code?", chunks(*SECTIONS))
+    assert [s.kind for s in run.steps] == ["update", "probe", "update", "probe", "final"]
+    assert GATE_EXIT_UNGROUNDED in run.steps[1].flags and GATE_EXIT not in run.steps[1].flags
+    assert GATE_EXIT in run.steps[3].flags and run.config["chunks_read"] == 2
+    assert any("1 exit(s) refused" in note for note in run.notes)
+    # the papers' gate (grounded_exit off) stops on the made-up notes
+    backend = ScriptedBackend([probed(replies, ["yes", "yes"])] * 10)
+    run = await agent_for(backend, exit_probe=True).run("What is the code?", chunks(*SECTIONS))
+    assert run.config["chunks_read"] == 1 and GATE_EXIT in run.steps[1].flags
+
+
+async def test_a_grounded_exit_refuses_an_exit_tag_on_made_up_notes_too():
+    replies = {SECTIONS[0]: "The code is 9999. <exit/>", SECTIONS[1]: "The code is 4412. <exit/>"}
+    backend = ScriptedBackend([replies_by_section(replies)] * 10)
+    agent = agent_for(backend, exit_gate=True, grounded_exit=True)
+    run = await agent.run("What is the code?", chunks(*SECTIONS))
+    assert GATE_EXIT_UNGROUNDED in run.steps[0].flags
+    assert run.config["chunks_read"] == 2 and run.answer == "4412"

@@ -50,6 +50,9 @@ GATE_KEEP = "gate_keep"  # update gate: the reply was <keep/>, the memory was ke
 GATE_EXIT = "gate_exit"  # exit gate: the reply ended with <exit/>; reading stopped after it
 # exit gate: the reply ended with <exit/> before --min-read's share was read; reading went on
 GATE_EXIT_EARLY = "gate_exit_below_min_read"
+# grounded exit: an exit whose notes about the question were not traced to the sections read
+# (citations/grounding.py); reading went on
+GATE_EXIT_UNGROUNDED = "gate_exit_ungrounded"
 
 
 @dataclass

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..citations import Evidence, memory_evidence
+from ..citations.grounding import exit_grounded
 from ..errors import UsageError
 from ..llm.base import Message
 from ..text.chunking import Chunk
@@ -22,6 +23,7 @@ from ..trace import (
     FORMAT_ERROR,
     GATE_EXIT,
     GATE_EXIT_EARLY,
+    GATE_EXIT_UNGROUNDED,
     GATE_KEEP,
     MEMORY_KEPT,
     MEMORY_TRUNCATED,
@@ -68,6 +70,10 @@ class MemAgentConfig(SamplingConfig):
     # (issue 29, stages sft29g-sft29i). Costs a probe per change of memory, not per chunk.
     exit_probe: bool = False
     probe_tokens: int = 4  # max new tokens of a probe reply ("yes" / "no")
+    # Honour an exit (<exit/> or the probe's yes) only when the notes about the question are
+    # traced to the sections read (citations/grounding.py): a gate that sees only the notes
+    # cannot tell a copied answer from a made-up one. Off is the papers' gate (GRU-Mem).
+    grounded_exit: bool = False
     min_read: float = 0.0  # share of the chunks read before an exit is honoured
 
     def __post_init__(self) -> None:
@@ -218,13 +224,25 @@ async def update_and_probe(
     """One chunk's calls and the memory they leave: the update, then with ``exit_probe`` the
     probe when the update changed the memory (an unchanged memory cannot answer what it did
     not before). The memory is read before the probe's call: a sink sheds the update's text
-    once the next call starts (``CallContext.flush``)."""
+    once the next call starts (``CallContext.flush``). With ``grounded_exit`` an exit whose
+    notes are not traced to the sections read is refused (``refuse_ungrounded_exit``)."""
     update = await update_step(ctx, config, question, memory, chunk, step, phase, reread)
     new_memory = update.memory or memory
-    if not config.exit_probe or new_memory == memory or GATE_EXIT in update.flags:
-        return new_memory, [update]  # no probe after an unchanged memory or an <exit/>
-    probe = await probe_step(ctx, config, question, update, step + 1, phase, reread)
-    return new_memory, [update, probe]
+    calls = [update]
+    # no probe after an unchanged memory or an <exit/>
+    if config.exit_probe and new_memory != memory and GATE_EXIT not in update.flags:
+        calls.append(await probe_step(ctx, config, question, update, step + 1, phase, reread))
+    if config.grounded_exit:
+        refuse_ungrounded_exit(ctx, question, new_memory, calls[-1])
+    return new_memory, calls
+
+
+def refuse_ungrounded_exit(ctx: CallContext, question: str, memory: str, record: Step) -> None:
+    """Turn ``record``'s exit into ``gate_exit_ungrounded`` (reading goes on) when the notes
+    of ``memory`` about ``question`` are not all traced to the sections read."""
+    if GATE_EXIT in record.flags and not exit_grounded(memory, question, ctx.provenance):
+        record.flags.remove(GATE_EXIT)
+        record.flags.append(GATE_EXIT_UNGROUNDED)
 
 
 def stops_here(record: Step, config: MemAgentConfig, read: int, chunks: int) -> bool:
@@ -420,6 +438,11 @@ def run_notes(plan: ChunkPlan, steps: list[Step], memory_cap: int) -> list[str]:
     stopped = next((s for s in steps if GATE_EXIT in s.flags), None)
     if stopped is not None and stopped.chunk_index is not None:
         notes.append(f"the exit gate stopped reading after chunk {stopped.chunk_index + 1}")
+    refused = sum(GATE_EXIT_UNGROUNDED in s.flags for s in steps)
+    if refused:
+        notes.append(
+            f"{refused} exit(s) refused: notes about the question not found in the sections read"
+        )
     kept_unwritten = sum(GATE_KEEP in s.flags for s in steps)
     if kept_unwritten:
         notes.append(f"{kept_unwritten} update(s) said <keep/>: the memory was kept unwritten")

@@ -190,6 +190,10 @@ def agent_options(func: Any) -> Any:
                      help="memagent/memreread: after each update that changed the memory, a "
                           "short call asks whether the memory answers the question; yes stops "
                           "reading [off, or as the adapter was trained]."),
+        click.option("--grounded-exit", type=click.Choice(["on", "off"]), callback=_on_off,
+                     help="With --exit-gate or --exit-probe on: honour an exit only when the "
+                          "notes about the question are found in the sections read (no "
+                          "call; stops exits on made-up notes) [off: the papers' gate]."),
         click.option("--min-read", type=click.FloatRange(0, 1),
                      help="With --exit-gate or --exit-probe on: the share of the document "
                           "read before an exit is honoured [0]."),

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..llm.memory_adapter import memory_adapter_stage
+from .resume import AGENT_SETTINGS_ADDED
 from .store import DONE, FAILED, RunStore, SampleResult
 
 Row = dict[str, Any]
@@ -281,12 +282,18 @@ def agent_labels(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
 
 def _differing(configs: list[Any], config: Any) -> str:
     """``config``'s values of the settings on which ``configs`` disagree ("final_tokens 32,
-    section_first True"); "" when they are not all settings tables."""
+    section_first True"); "" when they are not all settings tables. A setting added since a
+    run was made reads as the value that run had (``AGENT_SETTINGS_ADDED``)."""
     if not all(isinstance(c, dict) for c in configs):
         return ""
+
+    def value(c: dict[str, Any], key: str) -> Any:
+        return c.get(key, AGENT_SETTINGS_ADDED.get(key))
+
     keys = sorted({k for c in configs for k in c})
-    differ = [k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in configs}) > 1]
-    return ", ".join(f"{k} {config.get(k)}" for k in differ)
+    values = {k: {json.dumps(value(c, k), sort_keys=True) for c in configs} for k in keys}
+    differ = [k for k in keys if len(values[k]) > 1]
+    return ", ".join(f"{k} {value(config, k)}" for k in differ)
 
 
 def _model_agent(config: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ AGENT_SETTINGS_ADDED = {
     "exit_probe": False,
     "probe_tokens": 4,
     "min_read": 0.0,
+    "grounded_exit": False,
 }
 
 

@@ -1,0 +1,65 @@
+"""Whether a memory's answer was read, not made up: the grounded exit (issue 29).
+
+An exit gate or probe judges the notes alone, so it cannot tell a copied answer from one the
+model wrote itself: the 135M exit probe said yes to made-up notes ("Penelope Lively was born in
+San Ramon Valley ...") before any evidence was read, and a probe taught more "yes" wordings
+said yes to every made-up answer (stage sft29r). The sections read can tell them apart, with
+no call: the run's ``Provenance`` already traces each note to where it was read.
+
+The notes that speak to the question (they share one of its terms) must all be traced to a
+section read, and every specific word of each (a number, a capitalised word) must be in the
+text it was traced to: a note that names the question's key but a value the section does not
+hold ("... is: 100" aligned with "... is: 4076011") is not grounded. Notes about nothing the
+question asks (copied filler) neither ground nor block an exit; with no note about the
+question there is nothing to answer from, and the exit is refused.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .align import fold, split_notes
+from .evidence import question_terms
+from .provenance import Provenance
+
+_WORD = re.compile(r"\w+")
+_SPECIFIC = re.compile(r"\w*\d\w*|[A-Z]\w*")  # numbers and names: what a note claims
+
+
+def ungrounded_notes(memory: str, question: str, provenance: Provenance) -> list[str] | None:
+    """The notes of ``memory`` about ``question`` that the sections read do not hold: empty
+    when every such note is traced (the exit may be honoured), None when no note is about
+    the question at all."""
+    terms = question_terms(question)
+    about = [note for note in split_notes(memory) if terms & _words(note)]
+    if not about:
+        return None
+    return [note for note in about if not _traced(note, provenance)]
+
+
+def exit_grounded(memory: str, question: str, provenance: Provenance) -> bool:
+    """Whether an exit on ``memory`` rests on what was read (``ungrounded_notes``)."""
+    return ungrounded_notes(memory, question, provenance) == []
+
+
+def _traced(note: str, provenance: Provenance) -> bool:
+    """Whether ``note`` has a source span whose text holds each of its specific words."""
+    span = provenance.span_of(note)
+    if span is None:
+        return False
+    quoted = _words(span.quote)
+    return all(fold(word) in quoted for word in specific_words(note))
+
+
+def specific_words(note: str) -> list[str]:
+    """The numbers and capitalised words of ``note``; its first word only if it holds a
+    digit (a sentence's first word is capitalised anyway)."""
+    found = list(_SPECIFIC.finditer(note))
+    opens = bool(found) and found[0].start() == len(note) - len(note.lstrip())
+    if opens and not any(char.isdigit() for char in found[0].group()):
+        found = found[1:]
+    return [match.group() for match in found]
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(fold(text)))
