@@ -3,7 +3,7 @@ how long a sample takes, with the needle at 10%, 50% and 90% of it, against the 
 up to the needle's chunk, then stop) and against the gate off (every chunk).
 
     .venv/bin/python bench/exit_gate.py [--tokens 8192] [--per-depth 3] [--adapter memory]
-        [--min-read 0] [--out FILE.jsonl] [--traces DIR]
+        [--min-read 0] [--grounded-exit] [--out FILE.jsonl] [--traces DIR]
 
 Documents are ``make demo``'s layout (``longread.data.needle``: RULER's noise in paragraphs,
 "The special magic number is N." at the depth asked), read on the embedded model at the
@@ -13,7 +13,9 @@ the gates, as the adapter's ``adapter.json`` says it was trained); per depth it 
 share read (gate on; the ideal; off is 100%), seconds per sample both ways, and accuracy both
 ways. An adapter trained with the exit probe is compared with the probe off and on instead.
 An adapter that was not trained for the gate rarely says ``<exit/>``: then the share read
-stays near 100%. Run it on a quiet machine: seconds compare only within one run.
+stays near 100%. ``--grounded-exit`` reads the gate-on run with ``grounded_exit`` (an exit
+counts only on notes traced to the sections read). Run it on a quiet machine: seconds
+compare only within one run.
 ``--traces DIR`` keeps every run's trace (``depth50-2-on.json``: the needle at 50%, third
 sample, gate on), to open with ``longread view`` or read by hand: what the notes held when
 the gate said no.
@@ -43,7 +45,7 @@ async def one(backend: Any, tokenizer: Any, document: str, number: str, gate: bo
               trace: Path | None) -> dict[str, Any]:  # fmt: skip
     config = MemAgentConfig(
         chunk_tokens=1000, memory_tokens=256, final_tokens=32, min_read=args.min_read,
-        **{exit_option: gate}, **gates,
+        grounded_exit=args.grounded_exit, **{exit_option: gate}, **gates,
     )  # fmt: skip
     run = await MemAgent(backend, tokenizer, config).run(NEEDLE_QUESTION, document)
     if trace is not None:
@@ -121,6 +123,8 @@ def main() -> None:
     parser.add_argument("--adapter", default="memory", help="a LoRA .gguf, memory (the shipped "
                         "one) or none (the model as released)")  # fmt: skip
     parser.add_argument("--min-read", type=float, default=0.0)
+    parser.add_argument("--grounded-exit", action="store_true",
+                        help="honour an exit only on notes traced to what was read")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--traces", type=Path, help="a folder for every run's trace")

@@ -3,6 +3,7 @@ needle, and "no" to notes that do not, for every wording, trained or held out?
 
     .venv/bin/python bench/exit_probe_wordings.py --adapter recipes/smollm2/runs/sft29q/adapter.gguf
         [--per-wording 3] [--seed 0] [--out FILE.jsonl]
+    .venv/bin/python bench/exit_probe_wordings.py --rescore FILE.jsonl
 
 No document is read: each case is one probe call (memagent's ``memagent_exit_probe`` prompt,
 the problem and the notes, greedy, the adapter's prompt set) on notes written by hand, the
@@ -21,6 +22,11 @@ prints the share of "yes" in each case, so a probe that stops only on the wordin
 (stage sft29q on ``make demo``'s key-less wording, bench/exit_gate.py) shows where. A wrong
 "yes" on made-up notes is the costly error (reading stops before the evidence); a missing "yes"
 on the needle only costs time. Seconds: a few per wording on the embedded model.
+
+Each row also says whether ``--grounded-exit`` would honour its "yes" (``grounded``): the notes
+traced (``citations/grounding.py``) to a section that holds the needle between two fillers, as
+a document would. ``--rescore FILE`` prints the tables of an earlier ``--out`` file with that
+column recomputed, without the model.
 """
 
 from __future__ import annotations
@@ -32,10 +38,13 @@ import random
 from pathlib import Path
 from typing import Any
 
-from longread.agents.memagent import MemAgentConfig, probe_answer, probe_messages
+from longread.agents.memagent import NO_MEMORY, MemAgentConfig, probe_answer, probe_messages
+from longread.citations import Provenance
+from longread.citations.grounding import exit_grounded
 from longread.data._niah import HELDOUT_WORDINGS, WORDINGS, Wording
 from longread.llm.factory import BackendSettings, make_backend
 from longread.llm.trained_settings import read_trained_settings
+from longread.text.chunking import Chunk
 from longread.train.oracle import false_claim
 
 # Keys in RULER's adjective-noun shape; filler in RULER's noise and in its essay's register.
@@ -66,6 +75,15 @@ def needle_and_question(wording: Wording, key: str, value: str) -> tuple[str, st
     return needle, wording.question.format(noun="number", key=key)
 
 
+def grounded(question: str, notes: str, needle: str) -> bool:
+    """Whether the grounded exit would honour a "yes" to ``notes``, read from a section that
+    holds ``needle`` between the two fillers."""
+    section = f"{FILLERS[0]} {needle} {FILLERS[1]}"
+    provenance = Provenance()
+    provenance.on_update(NO_MEMORY, notes, Chunk(0, section, 0))
+    return exit_grounded(notes, question, provenance)
+
+
 async def probe(backend: Any, config: MemAgentConfig, question: str, notes: str) -> str:
     completion = await backend.chat(
         probe_messages(question, notes, config.prompts), config.params(config.probe_tokens)
@@ -92,7 +110,8 @@ async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
                     row = {
                         "wording": name, "held_out": held_out, "keyed": wording.keyed,
                         "index": index, "case": case, "question": question, "notes": notes,
-                        "reply": reply, "yes": probe_answer(reply),
+                        "reply": reply, "yes": probe_answer(reply), "needle": needle,
+                        "grounded": grounded(question, notes, needle),
                     }  # fmt: skip
                     rows.append(row)
     finally:
@@ -124,7 +143,29 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     right = sum(r["yes"] is EXPECTED_YES[r["case"]] for r in rows)
     lines.append("")
     lines.append(f"{right} of {len(rows)} probes answered as the oracle would.")
+    return [*lines, "", *grounded_summary(rows)]
+
+
+def grounded_summary(rows: list[dict[str, Any]]) -> list[str]:
+    """Per case: how many probes said yes, and how many of those exits ``--grounded-exit``
+    would honour (ideal: every needle yes, no made-up or filler one)."""
+    lines = ["| case | yes | exits honoured with --grounded-exit |", "|---|---:|---:|"]
+    for case in CASES:
+        said = [r for r in rows if r["case"] == case and r["yes"] is True]
+        total = sum(r["case"] == case for r in rows)
+        honoured = sum(r["grounded"] for r in said)
+        lines.append(f"| {case} | {len(said)}/{total} | {honoured}/{total} |")
     return lines
+
+
+def rescored(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` of an earlier run with ``grounded`` recomputed; rows from before the bench
+    kept the needle take it from their ``needle`` case's notes."""
+    needles = {(r["wording"], r["index"]): r["notes"] for r in rows if r["case"] == "needle"}
+    for r in rows:
+        r["needle"] = r.get("needle") or needles[r["wording"], r["index"]]
+        r["grounded"] = grounded(r["question"], r["notes"], r["needle"])
+    return rows
 
 
 def main() -> None:
@@ -134,10 +175,15 @@ def main() -> None:
     parser.add_argument("--per-wording", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="every probe's notes and reply, as JSON lines")
+    parser.add_argument("--rescore", type=Path, help="an earlier --out file: its tables, no model")
     args = parser.parse_args()
     if args.adapter == "none":
         args.adapter = None
-    rows = asyncio.run(bench(args))
+    if args.rescore:
+        lines = args.rescore.read_text(encoding="utf-8").splitlines()
+        rows = rescored([json.loads(line) for line in lines if line.strip()])
+    else:
+        rows = asyncio.run(bench(args))
     print("\n".join(summary(rows)))
     if args.out:
         args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
