@@ -193,6 +193,10 @@ def test_an_adapter_trained_with_the_gates_reads_with_them_unless_a_flag_says_of
     assert trace["config"]["exit_probe"] and "the exit probe on" in result.stderr
     _, trace = ask(book, tmp_path, "--adapter", str(adapter), "--exit-probe", "off")
     assert not trace["config"]["exit_probe"]
+    # The grounded exit is a reading option, not a trained one: off unless asked for.
+    assert not trace["config"]["grounded_exit"]
+    _, trace = ask(book, tmp_path, "--adapter", str(adapter), "--grounded-exit", "on")
+    assert trace["config"]["exit_probe"] and trace["config"]["grounded_exit"]
     # An adapter trained without the gates records none: its JSON reads as it always did.
     write_trained_settings(adapter, TrainedSettings("memagent", "paper", 1000, 256, 32))
     assert "gate" not in (adapter.parent / "adapter.json").read_text()
