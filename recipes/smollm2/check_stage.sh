@@ -14,10 +14,10 @@
 # SECTION_FIRST=1 reads with --section-first (checks named SET-section-first).
 # EXIT_GATE=on|off reads with --exit-gate on/off (checks named SET-exit-on/-exit-off), and
 # EXIT_PROBE=on|off with --exit-probe on/off (SET-probe-on/-probe-off); unset, the adapter's
-# adapter.json decides (issue 29).
+# adapter.json decides (issue 29). GROUNDED_EXIT=on reads with --grounded-exit on (SET-grounded).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-[ $# -ge 2 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
 stage=$1 adapter=$2
 shift 2
 sets=("$@")
@@ -34,6 +34,11 @@ case "${EXIT_PROBE:-}" in
   "") ;;
   on|off) flags+=(--exit-probe "$EXIT_PROBE"); suffix="$suffix-probe-$EXIT_PROBE" ;;
   *) echo "EXIT_PROBE must be on or off, not $EXIT_PROBE" >&2; exit 2 ;;
+esac
+case "${GROUNDED_EXIT:-}" in
+  "" | off) ;;
+  on) flags+=(--grounded-exit on); suffix="$suffix-grounded" ;;
+  *) echo "GROUNDED_EXIT must be on or off, not $GROUNDED_EXIT" >&2; exit 2 ;;
 esac
 mkdir -p "recipes/smollm2/curves/$stage"
 for set in "${sets[@]}"; do
