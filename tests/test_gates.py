@@ -437,7 +437,7 @@ def provenance_after(*reads: tuple[str, str]):
 
     provenance, memory = Provenance(), NO_MEMORY
     for index, (section, new_memory) in enumerate(reads):
-        provenance.on_update(memory, new_memory, chunks(*[""] * index, section)[index])
+        provenance.on_update(memory, new_memory, Chunk(index, section, len(section.split())))
         memory = new_memory
     return provenance
 
