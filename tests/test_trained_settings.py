@@ -24,6 +24,7 @@ from longread.errors import UsageError
 from longread.llm.factory import BackendSettings
 from longread.llm.memory_adapter import memory_adapter_provenance
 from longread.llm.trained_settings import (
+    FINAL_TOKENS_READ_MIN,
     TrainedSettings,
     read_trained_settings,
     write_trained_settings,
@@ -38,10 +39,12 @@ from .scripted import WordTokenizer
 cli_main = importlib.import_module("longread.cli.main")
 QUESTION = "What is the special magic number?"
 SHIPPED = {"prompt_set": "paper", "chunk_tokens": 1000, "memory_tokens": 256, "final_tokens": 32}
+# ... as a run reads with them: the final answers' cap raised so that a UUID answer fits
+READ = {**SHIPPED, "final_tokens": FINAL_TOKENS_READ_MIN}
 PAPER = {"prompt_set": "paper", "chunk_tokens": 5000, "memory_tokens": 1024, "final_tokens": 1024}
 SAID = (
     "longread: the memory adapter was trained with 1000-token chunks, 256-token memory, "
-    "32-token final answers, paper prompts; using them (give "
+    "32-token final answers, paper prompts; using them, final answers up to 64 tokens (give "
     "--chunk-tokens/--memory-tokens/--final-tokens/--prompt-set to override)\n"
 )
 
@@ -107,7 +110,7 @@ def test_a_plain_ask_on_the_bundled_model_reads_as_the_adapter_was_trained(model
     # The scripted model's number is nowhere in the filler: flagged, not cited.
     assert result.stdout == "4720519\nSources: none found in the document (unsupported answer)\n"
     assert result.stderr == SAID  # once, one line
-    assert read_with(trace) == SHIPPED
+    assert read_with(trace) == READ
     sizes = chunk_sizes(trace)
     assert len(sizes) == 3 and max(sizes) <= 1000  # 5,000-token chunks would be one chunk
     finals = [s for s in trace["steps"] if s["kind"] == "final"]
@@ -144,7 +147,7 @@ def test_without_the_adapters_agent_the_agents_own_defaults_hold(
 
 def test_memreread_reads_its_passes_as_memagent_was_trained(model, book, tmp_path):
     result, trace = ask(book, tmp_path, "--agent", "memreread", "--max-reread", "0")
-    assert read_with(trace) == SHIPPED
+    assert read_with(trace) == READ
     assert result.stderr == SAID
 
 
@@ -155,7 +158,7 @@ def test_an_adapter_of_your_own_brings_its_settings(model, book, tmp_path):
     write_trained_settings(adapter, TrainedSettings("memagent", "notes", 600, 96, 48))
     result, trace = ask(book, tmp_path, "--adapter", str(adapter))
     assert read_with(trace) == {
-        "prompt_set": "notes", "chunk_tokens": 600, "memory_tokens": 96, "final_tokens": 48
+        "prompt_set": "notes", "chunk_tokens": 600, "memory_tokens": 96, "final_tokens": 64
     }  # fmt: skip
     assert result.stderr.startswith(f"longread: the adapter {adapter} was trained with 600-token")
     (adapter.parent / "adapter.json").unlink()  # an adapter with no record: the defaults
@@ -218,7 +221,7 @@ def test_eval_run_records_the_trained_settings_in_its_config(model, book, tmp_pa
     )  # fmt: skip
     assert result.exit_code == 0, result.stderr
     config = json.loads((out / "config.json").read_text())["agent_config"]
-    assert {k: config[k] for k in SHIPPED} == {**SHIPPED, "memory_tokens": 300}
+    assert {k: config[k] for k in SHIPPED} == {**READ, "memory_tokens": 300}
     assert len(re.findall("trained with", result.stderr)) == 1
 
 
@@ -237,7 +240,7 @@ def test_serve_gives_the_trained_settings_to_the_agents_that_read_as_trained(
         return resolve(ChatRequest.model_validate(body), settings, "").config
 
     memagent = config("memagent")
-    assert (memagent.chunk_tokens, memagent.memory_tokens, memagent.final_tokens) == (1000, 300, 32)
+    assert (memagent.chunk_tokens, memagent.memory_tokens, memagent.final_tokens) == (1000, 300, 64)
     assert config("memreread").chunk_tokens == 1000
     assert config("memagent", chunk_tokens=2000).chunk_tokens == 2000  # the request wins
     assert config("rememr1").chunk_tokens == 5000  # its own default

@@ -308,9 +308,9 @@ def with_trained_settings(
     if found is None or not trained_settings_apply(agent, found[1]):
         return options
     name, trained = found
-    filled = {k: v for k, v in trained.options().items() if options.get(k) is None}
+    filled = {k: v for k, v in trained.reading_options().items() if options.get(k) is None}
     if filled:
-        click.echo(f"longread: {describe_trained(name, filled)}", err=True)
+        click.echo(f"longread: {describe_trained(name, filled, trained)}", err=True)
     merged = {**options, **filled}
     if grounds_its_exits(trained, merged):
         merged["grounded_exit"] = True
@@ -334,13 +334,17 @@ def grounds_its_exits(trained: TrainedSettings, options: dict[str, Any]) -> bool
     return bool(trained_to_exit and exits and options.get("grounded_exit") is None)
 
 
-def describe_trained(name: str, filled: dict[str, Any]) -> str:
+def describe_trained(name: str, filled: dict[str, Any], trained: TrainedSettings) -> str:
     """``the memory adapter was trained with 1000-token chunks, ...; using them (give
-    --chunk-tokens/... to override)``."""
+    --chunk-tokens/... to override)``, and the final answers' cap where reading raised it."""
     names = [k for k in _TRAINED_WORDS if k in filled]
-    said = [_TRAINED_WORDS[k][0].format(filled[k]) for k in names]  # gates: as trained
+    said = [_TRAINED_WORDS[k][0].format(getattr(trained, k)) for k in names]  # as trained
     flags = "/".join(_TRAINED_WORDS[k][1] for k in names)
-    return f"{name} was trained with {', '.join(said)}; using them (give {flags} to override)"
+    raised = filled.get("final_tokens", trained.final_tokens) != trained.final_tokens
+    cap = f", final answers up to {filled['final_tokens']} tokens" if raised else ""
+    return (
+        f"{name} was trained with {', '.join(said)}; using them{cap} (give {flags} to override)"
+    )
 
 
 def check_output_file(path: str, flag: str) -> None:

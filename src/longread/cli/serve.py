@@ -194,12 +194,12 @@ def _trained_defaults(
     if found is None:
         return {}
     name, trained = found
-    filled = {k: v for k, v in trained.options().items() if k not in defaults}
+    filled = {k: v for k, v in trained.reading_options().items() if k not in defaults}
     agents = [agent for agent in AGENTS if trained_settings_apply(agent, trained)]
     if not filled or not agents:
         return {}
     click.echo(
-        f"longread: {describe_trained(name, filled)}; for {', '.join(agents)} requests that "
+        f"longread: {describe_trained(name, filled, trained)}; for {', '.join(agents)} requests that "
         "do not set them",
         err=True,
     )

@@ -19,6 +19,10 @@ from typing import Any
 from ..errors import UsageError
 
 TRAINED_WITH = "trained_with"  # the key of the settings in the JSON beside the adapter
+# The least final-answer cap a run reads with. The shipped stages trained with 32-token answers
+# (numbers and names), but a UUID in \boxed{} is 38 SmolLM2 tokens: read with 32, every
+# niah_single_3 answer was cut (sft29q: 0 of 20 at 2K, the full UUID in its notes).
+FINAL_TOKENS_READ_MIN = 64
 # TrainedSettings' fields and their JSON types.
 _TYPES = {
     "agent": str,
@@ -55,6 +59,12 @@ class TrainedSettings:
         """The settings as agent options (``make_config`` keywords), the agent's name left out;
         a gate setting only when it differs from every agent's default."""
         return {k: v for k, v in self.to_dict().items() if k != "agent"}
+
+    def reading_options(self) -> dict[str, Any]:
+        """``options`` as a run reads with them: the final answer's cap at least
+        ``FINAL_TOKENS_READ_MIN``. The cap only ends generation, so raising it changes no
+        prompt, while an answer longer than the trained cap would be cut."""
+        return {**self.options(), "final_tokens": max(self.final_tokens, FINAL_TOKENS_READ_MIN)}
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON record: every setting, and the gate settings that differ from the default."""
