@@ -191,12 +191,16 @@ def test_an_adapter_trained_with_the_gates_reads_with_them_unless_a_flag_says_of
                                                     exit_probe=True))  # fmt: skip
     result, trace = ask(book, tmp_path, "--adapter", str(adapter))
     assert trace["config"]["exit_probe"] and "the exit probe on" in result.stderr
-    _, trace = ask(book, tmp_path, "--adapter", str(adapter), "--exit-probe", "off")
-    assert not trace["config"]["exit_probe"]
-    # The grounded exit is a reading option, not a trained one: off unless asked for.
-    assert not trace["config"]["grounded_exit"]
-    _, trace = ask(book, tmp_path, "--adapter", str(adapter), "--grounded-exit", "on")
-    assert trace["config"]["exit_probe"] and trace["config"]["grounded_exit"]
+    # An adapter trained to exit takes its exits grounded (it said yes to made-up notes),
+    # says so, and --grounded-exit off gives the papers' gate.
+    assert trace["config"]["grounded_exit"]
+    assert "(give --grounded-exit off for the papers' gate)" in result.stderr
+    _, trace = ask(book, tmp_path, "--adapter", str(adapter), "--grounded-exit", "off")
+    assert trace["config"]["exit_probe"] and not trace["config"]["grounded_exit"]
+    # With no exit on there is nothing to ground: the setting stays as the agent's default.
+    result, trace = ask(book, tmp_path, "--adapter", str(adapter), "--exit-probe", "off")
+    assert not trace["config"]["exit_probe"] and not trace["config"]["grounded_exit"]
+    assert "grounded" not in result.stderr
     # An adapter trained without the gates records none: its JSON reads as it always did.
     write_trained_settings(adapter, TrainedSettings("memagent", "paper", 1000, 256, 32))
     assert "gate" not in (adapter.parent / "adapter.json").read_text()
@@ -238,6 +242,23 @@ def test_serve_gives_the_trained_settings_to_the_agents_that_read_as_trained(
     assert config("memagent", chunk_tokens=2000).chunk_tokens == 2000  # the request wins
     assert config("rememr1").chunk_tokens == 5000  # its own default
     assert _trained_defaults(BackendSettings(base_model=True), {}) == {}
+
+
+def test_serve_grounds_the_exits_of_an_adapter_trained_to_exit(
+    model, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    adapter = tmp_path / "adapter.gguf"
+    adapter.write_bytes(b"not loaded: the model is replaced")
+    probe = TrainedSettings("memagent", "paper", 1000, 256, 32, exit_probe=True)
+    write_trained_settings(adapter, probe)
+    trained = _trained_defaults(BackendSettings(adapter=str(adapter)), {})
+    assert trained["memagent"]["exit_probe"] and trained["memagent"]["grounded_exit"]
+    assert "--grounded-exit off for the papers' gate" in capsys.readouterr().err
+    # a server flag chose: the papers' gate, or no exit at all
+    off = _trained_defaults(BackendSettings(adapter=str(adapter)), {"grounded_exit": False})
+    assert "grounded_exit" not in off["memagent"]
+    no_exit = _trained_defaults(BackendSettings(adapter=str(adapter)), {"exit_probe": False})
+    assert "grounded_exit" not in no_exit["memagent"]
 
 
 def test_longread_train_defaults_to_the_settings_ask_reads_with():

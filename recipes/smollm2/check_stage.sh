@@ -14,7 +14,8 @@
 # SECTION_FIRST=1 reads with --section-first (checks named SET-section-first).
 # EXIT_GATE=on|off reads with --exit-gate on/off (checks named SET-exit-on/-exit-off), and
 # EXIT_PROBE=on|off with --exit-probe on/off (SET-probe-on/-probe-off); unset, the adapter's
-# adapter.json decides (issue 29). GROUNDED_EXIT=on reads with --grounded-exit on (SET-grounded).
+# adapter.json decides (issue 29). GROUNDED_EXIT=on reads with --grounded-exit on (SET-grounded);
+# unset or off, with --grounded-exit off (an adapter trained to exit would ground by default).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -ge 2 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
@@ -36,7 +37,7 @@ case "${EXIT_PROBE:-}" in
   *) echo "EXIT_PROBE must be on or off, not $EXIT_PROBE" >&2; exit 2 ;;
 esac
 case "${GROUNDED_EXIT:-}" in
-  "" | off) ;;
+  "" | off) flags+=(--grounded-exit off) ;;  # the names from before it was the default
   on) flags+=(--grounded-exit on); suffix="$suffix-grounded" ;;
   *) echo "GROUNDED_EXIT must be on or off, not $GROUNDED_EXIT" >&2; exit 2 ;;
 esac

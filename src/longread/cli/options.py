@@ -193,7 +193,8 @@ def agent_options(func: Any) -> Any:
         click.option("--grounded-exit", type=click.Choice(["on", "off"]), callback=_on_off,
                      help="With --exit-gate or --exit-probe on: honour an exit only when the "
                           "notes about the question are found in the sections read (no "
-                          "call; stops exits on made-up notes) [off: the papers' gate]."),
+                          "call; stops exits on made-up notes) [off: the papers' gate; on "
+                          "where the adapter was trained to exit]."),
         click.option("--min-read", type=click.FloatRange(0, 1),
                      help="With --exit-gate or --exit-probe on: the share of the document "
                           "read before an exit is honoured [0]."),
@@ -293,7 +294,12 @@ def with_trained_settings(
     agent: str, settings: BackendSettings, options: dict[str, Any]
 ) -> dict[str, Any]:
     """``options`` (agent flags, None where not given) with the settings the run's adapter was
-    trained with in place of the flags not given, said once on stderr. Flags given win."""
+    trained with in place of the flags not given, said once on stderr. Flags given win.
+
+    An adapter trained to exit (the exit gate or probe) also reads with the grounded exit
+    when it exits, unless ``--grounded-exit`` says otherwise: a 135M model's exit said yes to
+    made-up notes and to a first hop, and grounding is what made its exits safe to take
+    (recipes/smollm2/CAMPAIGN.md, "The grounded exit")."""
     found = adapter_trained_settings(settings)
     if found is None or not trained_settings_apply(agent, found[1]):
         return options
@@ -301,7 +307,27 @@ def with_trained_settings(
     filled = {k: v for k, v in trained.options().items() if options.get(k) is None}
     if filled:
         click.echo(f"longread: {describe_trained(name, filled)}", err=True)
-    return {**options, **filled}
+    merged = {**options, **filled}
+    if grounds_its_exits(trained, merged):
+        merged["grounded_exit"] = True
+        click.echo(f"longread: {describe_grounded(name)}", err=True)
+    return merged
+
+
+def describe_grounded(name: str) -> str:
+    """What ``grounds_its_exits`` turned on, and the flag that turns it off."""
+    return (
+        f"{name} exits only on notes found in the sections read "
+        "(give --grounded-exit off for the papers' gate)"
+    )
+
+
+def grounds_its_exits(trained: TrainedSettings, options: dict[str, Any]) -> bool:
+    """Whether a run reads with the grounded exit by default: its adapter was trained to
+    exit, an exit is on in ``options`` (the run's agent settings), and no flag chose."""
+    exits = options.get("exit_gate") or options.get("exit_probe")
+    trained_to_exit = trained.exit_gate or trained.exit_probe
+    return bool(trained_to_exit and exits and options.get("grounded_exit") is None)
 
 
 def describe_trained(name: str, filled: dict[str, Any]) -> str:

@@ -19,7 +19,9 @@ from .options import (
     agent_options,
     backend_options,
     backend_settings,
+    describe_grounded,
     describe_trained,
+    grounds_its_exits,
     trained_settings_apply,
 )
 
@@ -201,6 +203,9 @@ def _trained_defaults(
         "do not set them",
         err=True,
     )
+    if grounds_its_exits(trained, {**defaults, **filled}):
+        filled["grounded_exit"] = True
+        click.echo(f"longread: {describe_grounded(name)}", err=True)
     return {agent: filled for agent in agents}
 
 
