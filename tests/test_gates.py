@@ -18,6 +18,7 @@ from longread.trace import (
     GATE_EXIT_EARLY,
     GATE_EXIT_UNGROUNDED,
     GATE_KEEP,
+    NOTES_UNGROUNDED,
 )
 
 from .scripted import ScriptedBackend, WordTokenizer
@@ -511,3 +512,46 @@ async def test_a_grounded_exit_refuses_an_exit_tag_on_made_up_notes_too():
     run = await agent.run("What is the code?", chunks(*SECTIONS))
     assert GATE_EXIT_UNGROUNDED in run.steps[0].flags
     assert run.config["chunks_read"] == 2 and run.answer == "4412"
+
+
+# --- grounded notes: made-up notes about the question are cut from the memory ------------
+
+
+def test_only_the_made_up_notes_about_the_question_are_cut():
+    from longread.citations.grounding import without_ungrounded
+
+    section = f"The hills were quiet that year. {NEEDLE} Nobody came back."
+    made_up = "The special magic number for quiet-harbor is no previous memory."
+    memory = f"The hills were quiet that year.\n- {made_up}\n- {NEEDLE}"
+    provenance = provenance_after((section, memory))
+    kept, cut = without_ungrounded(memory, NEEDLE_QUESTION, provenance)
+    assert cut == [made_up]
+    # copied filler is about nothing asked and stays; the copied needle stays
+    assert kept == f"The hills were quiet that year.\n- {NEEDLE}"
+    assert without_ungrounded(kept, NEEDLE_QUESTION, provenance) == (kept, [])
+
+
+async def test_grounded_notes_clear_a_made_up_answer_that_the_model_would_keep():
+    """Stage sft29q at 2K: the first update turned the question into a made-up note ("... is
+    no previous memory."), later updates kept it and skipped the needle. Cut, the memory is
+    empty again when the needle comes, and the needle is copied."""
+    made_up = "The code is no previous memory."
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return "\\boxed{4412}" if "4412" in prompt else "\\boxed{none}"
+        memory = prompt.split("Memory:\n", 1)[1].split("\n\nSection:", 1)[0]
+        if memory == NO_MEMORY:  # an empty memory: the made-up note, or the needle copied
+            return "The code is 4412." if "4412" in prompt else made_up
+        return memory  # a model that keeps what it has
+
+    question = "What is the code?"
+    backend = ScriptedBackend([reply] * 10)
+    run = await agent_for(backend, grounded_notes=True).run(question, chunks(*SECTIONS))
+    assert NOTES_UNGROUNDED in run.steps[0].flags and run.steps[0].memory == NO_MEMORY
+    assert run.steps[1].memory == "The code is 4412." and run.answer == "4412"
+    assert any("cut from the memory" in note for note in run.notes)
+    # the papers' memory keeps the made-up note to the end
+    run = await agent_for(ScriptedBackend([reply] * 10)).run(question, chunks(*SECTIONS))
+    assert run.steps[-2].memory == made_up and run.answer == "none"

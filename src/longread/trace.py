@@ -53,6 +53,9 @@ GATE_EXIT_EARLY = "gate_exit_below_min_read"
 # grounded exit: an exit whose notes about the question were not traced to the sections read
 # (citations/grounding.py); reading went on
 GATE_EXIT_UNGROUNDED = "gate_exit_ungrounded"
+# grounded notes: the update's notes about the question that no section read holds (a
+# made-up answer) were cut from the memory it left
+NOTES_UNGROUNDED = "notes_ungrounded"
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..citations import Evidence, memory_evidence
-from ..citations.grounding import exit_grounded
+from ..citations.grounding import exit_grounded, without_ungrounded
 from ..errors import UsageError
 from ..llm.base import Message
 from ..text.chunking import Chunk
@@ -27,6 +27,7 @@ from ..trace import (
     GATE_KEEP,
     MEMORY_KEPT,
     MEMORY_TRUNCATED,
+    NOTES_UNGROUNDED,
     Reread,
     Step,
 )
@@ -74,6 +75,10 @@ class MemAgentConfig(SamplingConfig):
     # traced to the sections read (citations/grounding.py): a gate that sees only the notes
     # cannot tell a copied answer from a made-up one. Off is the papers' gate (GRU-Mem).
     grounded_exit: bool = False
+    # Cut from each update's memory the notes about the question that no section read holds
+    # (citations/grounding.py; flagged notes_ungrounded): a made-up answer written before the
+    # evidence is otherwise kept to the end by a small model. Off is the papers' memory.
+    grounded_notes: bool = False
     min_read: float = 0.0  # share of the chunks read before an exit is honoured
 
     def __post_init__(self) -> None:
@@ -174,7 +179,18 @@ async def update_step(
     else:
         keep_memory(record, text, memory)
     record.sources = ctx.provenance.on_update(memory, record.memory or memory, chunk)
+    if config.grounded_notes:
+        cut_ungrounded_notes(ctx, question, record)
     return record
+
+
+def cut_ungrounded_notes(ctx: CallContext, question: str, record: Step) -> None:
+    """Cut from the memory ``record`` leaves its notes about ``question`` that the sections
+    read do not hold (flagged ``notes_ungrounded``); none left is an empty memory."""
+    kept, cut = without_ungrounded(record.memory or "", question, ctx.provenance)
+    if cut:
+        record.memory = kept or NO_MEMORY
+        record.flags.append(NOTES_UNGROUNDED)
 
 
 async def probe_step(
@@ -442,6 +458,12 @@ def run_notes(plan: ChunkPlan, steps: list[Step], memory_cap: int) -> list[str]:
     if refused:
         notes.append(
             f"{refused} exit(s) refused: notes about the question not found in the sections read"
+        )
+    cut_notes = sum(NOTES_UNGROUNDED in s.flags for s in steps)
+    if cut_notes:
+        notes.append(
+            f"{cut_notes} update(s) had notes about the question not found in the sections "
+            "read: cut from the memory"
         )
     kept_unwritten = sum(GATE_KEEP in s.flags for s in steps)
     if kept_unwritten:

@@ -24,6 +24,7 @@ from .provenance import Provenance
 
 _WORD = re.compile(r"\w+")
 _SPECIFIC = re.compile(r"\w*\d\w*|[A-Z]\w*")  # numbers and names: what a note claims
+_MARKER_ONLY = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*$")  # a list marker whose note was cut
 
 
 def ungrounded_notes(memory: str, question: str, provenance: Provenance) -> list[str] | None:
@@ -35,6 +36,21 @@ def ungrounded_notes(memory: str, question: str, provenance: Provenance) -> list
     if not about:
         return None
     return [note for note in about if not _traced(note, provenance)]
+
+
+def without_ungrounded(memory: str, question: str, provenance: Provenance) -> tuple[str, list[str]]:
+    """``memory`` with its ungrounded notes about ``question`` (``ungrounded_notes``) cut
+    out, and those notes: a made-up answer written before the evidence ("The special magic
+    number ... is no previous memory.") is what a small model otherwise keeps to the end."""
+    dropped = ungrounded_notes(memory, question, provenance) or []
+    if not dropped:
+        return memory, []
+    for note in dropped:
+        at = memory.find(note)
+        if at >= 0:
+            memory = memory[:at] + memory[at + len(note) :]
+    lines = (_MARKER_ONLY.sub("", line).strip() for line in memory.splitlines())
+    return "\n".join(" ".join(line.split()) for line in lines if line), dropped
 
 
 def exit_grounded(memory: str, question: str, provenance: Provenance) -> bool:

@@ -195,6 +195,10 @@ def agent_options(func: Any) -> Any:
                           "notes about the question are found in the sections read (no "
                           "call; stops exits on made-up notes) [off: the papers' gate; on "
                           "where the adapter was trained to exit]."),
+        click.option("--grounded-notes", type=click.Choice(["on", "off"]), callback=_on_off,
+                     help="memagent/memreread: cut from each update's memory the notes about "
+                          "the question that no section read holds (made-up answers; no "
+                          "call) [off: the papers' memory]."),
         click.option("--min-read", type=click.FloatRange(0, 1),
                      help="With --exit-gate or --exit-probe on: the share of the document "
                           "read before an exit is honoured [0]."),

@@ -25,6 +25,7 @@ AGENT_SETTINGS_ADDED = {
     "probe_tokens": 4,
     "min_read": 0.0,
     "grounded_exit": False,
+    "grounded_notes": False,
 }
 
 
