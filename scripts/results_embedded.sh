@@ -94,7 +94,8 @@ PY
 cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter memory or
   # --base-model) or a recipe stage; HOW: section-first (with --section-first), exit-on /
   # exit-off (--exit-gate on/off), probe-on / probe-off (--exit-probe on/off), grounded
-  # (--grounded-exit on), or several joined by + (section-first+exit-off); the run folder's
+  # (--grounded-exit on; an exit on without it reads --grounded-exit off), notes
+  # (--grounded-notes on), or several joined by + (section-first+exit-off); the run folder's
   # name ends with HOW
   local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part
   local out="$RUNS/$agent-$model-$set-$length${5:+-$5}" data="$DATA/${set}_${length}.jsonl"
@@ -110,9 +111,16 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
       exit-on | exit-off) flags+=(--exit-gate "${part#exit-}") ;;
       probe-on | probe-off) flags+=(--exit-probe "${part#probe-}") ;;
       grounded) flags+=(--grounded-exit on) ;;
+      notes) flags+=(--grounded-notes on) ;;
       *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
     esac
   done
+  # an exit on without `grounded` is the papers' gate, though an adapter trained to exit
+  # grounds its exits by default
+  case "+$how+" in
+    *+grounded+*) ;;
+    *+probe-on+* | *+exit-on+*) flags+=(--grounded-exit off) ;;
+  esac
   [ "$model" = base ] && flags+=(--base-model)
   [ "$model" = adapter ] && flags+=(--adapter memory)
   case $model in adapter | base) ;; *) flags+=(--adapter "recipes/smollm2/runs/$model/adapter.gguf") ;; esac
