@@ -38,7 +38,8 @@ CELLS=${CELLS:-all}
 # they resume now that the adapter's own 32 (what it trained with) is the bundled model's default.
 MEMAGENT_FLAGS=(--chunk-tokens 1000 --memory-tokens 256 --final-tokens 1024)
 # Since issue 26, adapter cells run with plain flags (no settings given: the adapter's own,
-# from its adapter.json: 1000/256/32 for the stages so far), as a user's plain `ask` does;
+# from its adapter.json: 1000/256/32 for the stages so far, final answers read with at least
+# 64 tokens since stop 41), as a user's plain `ask` does;
 # base cells keep MEMAGENT_FLAGS. Issue 26 adds niah_single_2 at 64K (N64 samples, default
 # 10), the held-out wordings in the held-out prose (recipes/smollm2/heldout/) at 8K, and
 # --section-first at 8K.
