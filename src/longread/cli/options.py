@@ -342,9 +342,7 @@ def describe_trained(name: str, filled: dict[str, Any], trained: TrainedSettings
     flags = "/".join(_TRAINED_WORDS[k][1] for k in names)
     raised = filled.get("final_tokens", trained.final_tokens) != trained.final_tokens
     cap = f", final answers up to {filled['final_tokens']} tokens" if raised else ""
-    return (
-        f"{name} was trained with {', '.join(said)}; using them{cap} (give {flags} to override)"
-    )
+    return f"{name} was trained with {', '.join(said)}; using them{cap} (give {flags} to override)"
 
 
 def check_output_file(path: str, flag: str) -> None:

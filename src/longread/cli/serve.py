@@ -199,8 +199,8 @@ def _trained_defaults(
     if not filled or not agents:
         return {}
     click.echo(
-        f"longread: {describe_trained(name, filled, trained)}; for {', '.join(agents)} requests that "
-        "do not set them",
+        f"longread: {describe_trained(name, filled, trained)}; for {', '.join(agents)} "
+        "requests that do not set them",
         err=True,
     )
     if grounds_its_exits(trained, {**defaults, **filled}):
