@@ -224,15 +224,22 @@ def plot_accuracy(rows: Sequence[Row], path: str | Path) -> None:
     curves = _curves(rows)
     if not curves:
         raise UsageError("nothing to plot: no sample has a numeric context length")
-    figure = Figure(figsize=(5 * len(curves), 4), layout="constrained")
-    axes = figure.subplots(1, len(curves), squeeze=False)[0]
     agents = sorted({agent for lines in curves.values() for agent in lines})
-    colors = {agent: f"C{i % 10}" for i, agent in enumerate(agents)}  # the same in every panel
+    # One legend under the panels: a row label names an adapter and its differing settings,
+    # too long to leave room for a plot beside it in each panel.
+    height = 4 + 0.25 * len(agents)
+    figure = Figure(figsize=(max(5 * len(curves), 10), height), layout="constrained")
+    axes = figure.subplots(1, len(curves), squeeze=False)[0]
+    # the same colour and marker in every panel; ten colours, then the next marker
+    styles = {
+        agent: {"color": f"C{i % 10}", "marker": _MARKERS[i // 10 % len(_MARKERS)]}
+        for i, agent in enumerate(agents)
+    }
     for ax, (dataset, lines) in zip(axes, sorted(curves.items()), strict=True):
         for agent, points in sorted(lines.items()):
             xs = [x for x, _ in sorted(points)]
             ys = [y for _, y in sorted(points)]
-            ax.plot(xs, ys, marker="o", label=agent, color=colors[agent])
+            ax.plot(xs, ys, label=agent, **styles[agent])
         ax.set_xscale("log")
         lengths = sorted({x for points in lines.values() for x, _ in points})
         ax.set_xticks(lengths, labels=[_tick_label(x) for x in lengths])
@@ -241,8 +248,16 @@ def plot_accuracy(rows: Sequence[Row], path: str | Path) -> None:
         ax.set_ylabel("accuracy (%)")
         ax.set_ylim(-3, 103)  # room for markers at 0 and 100
         ax.set_title(dataset)
-        ax.legend()
+    handles = {}
+    for ax in axes:
+        handles.update(zip(*reversed(ax.get_legend_handles_labels()), strict=True))
+    figure.legend(
+        [handles[a] for a in agents], agents, loc="outside lower center", fontsize="small"
+    )
     figure.savefig(path)
+
+
+_MARKERS = "os^Dv<>ph*"
 
 
 def _tick_label(length: float) -> str:
