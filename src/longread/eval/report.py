@@ -248,11 +248,15 @@ def plot_accuracy(rows: Sequence[Row], path: str | Path) -> None:
         ax.set_ylabel("accuracy (%)")
         ax.set_ylim(-3, 103)  # room for markers at 0 and 100
         ax.set_title(dataset)
-    handles = {}
+    handles: dict[str, Any] = {}
     for ax in axes:
-        handles.update(zip(*reversed(ax.get_legend_handles_labels()), strict=True))
+        lines, labels = ax.get_legend_handles_labels()
+        handles.update(zip(labels, lines, strict=True))
     figure.legend(
-        [handles[a] for a in agents], agents, loc="outside lower center", fontsize="small"
+        handles=[handles[a] for a in agents],
+        labels=agents,
+        loc="outside lower center",
+        fontsize="small",
     )
     figure.savefig(path)
 
