@@ -19,6 +19,7 @@ from longread.trace import (
     GATE_EXIT_UNGROUNDED,
     GATE_KEEP,
     NOTES_UNGROUNDED,
+    NOTES_UNRELATED,
 )
 
 from .scripted import ScriptedBackend, WordTokenizer
@@ -555,3 +556,46 @@ async def test_grounded_notes_clear_a_made_up_answer_that_the_model_would_keep()
     # the papers' memory keeps the made-up note to the end
     run = await agent_for(ScriptedBackend([reply] * 10)).run(question, chunks(*SECTIONS))
     assert run.steps[-2].memory == made_up and run.answer == "none"
+
+
+# --- focused notes: a memory about nothing the question asks is cleared ------------------
+
+
+def test_only_a_memory_with_no_note_about_the_question_is_unrelated():
+    from longread.citations.grounding import unrelated_notes
+
+    ledger = "What does lonely-flame's shelf number read in the ledger?"
+    # sft29q's notes on a held-out wording: a sentence of the prose, kept to the end
+    assert unrelated_notes("The memory is rebound if it is negative.", ledger)
+    assert unrelated_notes("The grass is green.\n- The sky is blue.", NEEDLE_QUESTION)
+    # one note about the question keeps the filler beside it (it may be a bridge)
+    assert not unrelated_notes(f"The grass is green. {NEEDLE}", NEEDLE_QUESTION)
+    assert not unrelated_notes("lonely-flame's shelf number reads 7055008.", ledger)
+    assert not unrelated_notes("", NEEDLE_QUESTION)  # no notes: nothing to clear
+
+
+async def test_focused_notes_clear_copied_filler_so_the_evidence_gets_in():
+    """Stage 1e at 32K, sft29q on held-out wordings: the first update copied filler, later
+    updates kept it and skipped the needle. Cleared, the memory is empty again when the needle
+    comes, and the needle is copied."""
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return "\\boxed{4412}" if "4412" in prompt else "\\boxed{Ann}"
+        memory = prompt.split("Memory:\n", 1)[1].split("\n\nSection:", 1)[0]
+        if memory == NO_MEMORY:  # an empty memory: the section's first sentence copied
+            return prompt.split("Section:\n", 1)[1].split(".", 1)[0] + "."
+        return memory  # a model that keeps what it has
+
+    question = "What is the code?"
+    run = await agent_for(ScriptedBackend([reply] * 10), focused_notes=True).run(
+        question, chunks(*SECTIONS)
+    )
+    assert NOTES_UNRELATED in run.steps[0].flags and run.steps[0].memory == NO_MEMORY
+    assert run.steps[1].memory == "The code is 4412." and NOTES_UNRELATED not in run.steps[1].flags
+    assert run.answer == "4412"
+    assert any("memory cleared" in note for note in run.notes)
+    # the papers' memory keeps the filler to the end
+    run = await agent_for(ScriptedBackend([reply] * 10)).run(question, chunks(*SECTIONS))
+    assert run.steps[-2].memory == "Ann wrote it." and run.answer == "Ann"

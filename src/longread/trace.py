@@ -56,6 +56,9 @@ GATE_EXIT_UNGROUNDED = "gate_exit_ungrounded"
 # grounded notes: the update's notes about the question that no section read holds (a
 # made-up answer) were cut from the memory it left
 NOTES_UNGROUNDED = "notes_ungrounded"
+# focused notes: none of the update's notes was about the question (copied filler); the
+# memory it left was cleared
+NOTES_UNRELATED = "notes_unrelated"
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..citations import Evidence, memory_evidence
-from ..citations.grounding import exit_grounded, without_ungrounded
+from ..citations.grounding import exit_grounded, unrelated_notes, without_ungrounded
 from ..errors import UsageError
 from ..llm.base import Message
 from ..text.chunking import Chunk
@@ -28,6 +28,7 @@ from ..trace import (
     MEMORY_KEPT,
     MEMORY_TRUNCATED,
     NOTES_UNGROUNDED,
+    NOTES_UNRELATED,
     Reread,
     Step,
 )
@@ -79,6 +80,10 @@ class MemAgentConfig(SamplingConfig):
     # (citations/grounding.py; flagged notes_ungrounded): a made-up answer written before the
     # evidence is otherwise kept to the end by a small model. Off is the papers' memory.
     grounded_notes: bool = False
+    # Clear each update's memory when none of its notes is about the question (shares none
+    # of its terms; flagged notes_unrelated): copied filler that a small model keeps to the
+    # end, so the evidence is never taken in. Off is the papers' memory.
+    focused_notes: bool = False
     min_read: float = 0.0  # share of the chunks read before an exit is honoured
 
     def __post_init__(self) -> None:
@@ -181,6 +186,8 @@ async def update_step(
     record.sources = ctx.provenance.on_update(memory, record.memory or memory, chunk)
     if config.grounded_notes:
         cut_ungrounded_notes(ctx, question, record)
+    if config.focused_notes:
+        clear_unrelated_notes(question, record)
     return record
 
 
@@ -191,6 +198,15 @@ def cut_ungrounded_notes(ctx: CallContext, question: str, record: Step) -> None:
     if cut:
         record.memory = kept or NO_MEMORY
         record.flags.append(NOTES_UNGROUNDED)
+
+
+def clear_unrelated_notes(question: str, record: Step) -> None:
+    """Empty the memory ``record`` leaves when none of its notes is about ``question``
+    (flagged ``notes_unrelated``)."""
+    memory = record.memory or NO_MEMORY
+    if memory != NO_MEMORY and unrelated_notes(memory, question):
+        record.memory = NO_MEMORY
+        record.flags.append(NOTES_UNRELATED)
 
 
 async def probe_step(
@@ -464,6 +480,11 @@ def run_notes(plan: ChunkPlan, steps: list[Step], memory_cap: int) -> list[str]:
         notes.append(
             f"{cut_notes} update(s) had notes about the question not found in the sections "
             "read: cut from the memory"
+        )
+    cleared = sum(NOTES_UNRELATED in s.flags for s in steps)
+    if cleared:
+        notes.append(
+            f"{cleared} update(s) left notes about nothing the question asks: memory cleared"
         )
     kept_unwritten = sum(GATE_KEEP in s.flags for s in steps)
     if kept_unwritten:

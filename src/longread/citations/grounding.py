@@ -12,6 +12,10 @@ text it was traced to: a note that names the question's key but a value the sect
 hold ("... is: 100" aligned with "... is: 4076011") is not grounded. Notes about nothing the
 question asks (copied filler) neither ground nor block an exit; with no note about the
 question there is nothing to answer from, and the exit is refused.
+
+The same tests serve two memory options: grounded notes cut the notes about the question that
+no section read holds, and focused notes clear a memory whose notes are all about nothing the
+question asks.
 """
 
 from __future__ import annotations
@@ -51,6 +55,15 @@ def without_ungrounded(memory: str, question: str, provenance: Provenance) -> tu
             memory = memory[:at] + memory[at + len(note) :]
     lines = (_MARKER_ONLY.sub("", line).strip() for line in memory.splitlines())
     return "\n".join(" ".join(line.split()) for line in lines if line), dropped
+
+
+def unrelated_notes(memory: str, question: str) -> bool:
+    """Whether ``memory`` holds notes and none of them is about ``question`` (none shares one
+    of its terms): copied filler. A small model keeps such notes to the end and the evidence
+    does not get in when it comes (stage 1e's misses at 32K; sft29q's on held-out wordings)."""
+    notes = split_notes(memory)
+    terms = question_terms(question)
+    return bool(notes) and not any(terms & _words(note) for note in notes)
 
 
 def exit_grounded(memory: str, question: str, provenance: Provenance) -> bool:

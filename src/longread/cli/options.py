@@ -199,6 +199,10 @@ def agent_options(func: Any) -> Any:
                      help="memagent/memreread: cut from each update's memory the notes about "
                           "the question that no section read holds (made-up answers; no "
                           "call) [off: the papers' memory]."),
+        click.option("--focused-notes", type=click.Choice(["on", "off"]), callback=_on_off,
+                     help="memagent/memreread: clear a memory none of whose notes shares a "
+                          "word with the question (copied filler), so the evidence finds it "
+                          "empty (no call) [off: the papers' memory]."),
         click.option("--min-read", type=click.FloatRange(0, 1),
                      help="With --exit-gate or --exit-probe on: the share of the document "
                           "read before an exit is honoured [0]."),

@@ -26,6 +26,7 @@ AGENT_SETTINGS_ADDED = {
     "min_read": 0.0,
     "grounded_exit": False,
     "grounded_notes": False,
+    "focused_notes": False,
 }
 
 
