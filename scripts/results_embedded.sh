@@ -96,8 +96,8 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
   # --base-model) or a recipe stage; HOW: section-first (with --section-first), exit-on /
   # exit-off (--exit-gate on/off), probe-on / probe-off (--exit-probe on/off), grounded
   # (--grounded-exit on; an exit on without it reads --grounded-exit off), notes
-  # (--grounded-notes on), or several joined by + (section-first+exit-off); the run folder's
-  # name ends with HOW
+  # (--grounded-notes on), focused (--focused-notes on), or several joined by +
+  # (section-first+exit-off); the run folder's name ends with HOW
   local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part
   local out="$RUNS/$agent-$model-$set-$length${5:+-$5}" data="$DATA/${set}_${length}.jsonl"
   # A finished cell is left as it is: resuming it would load the model for nothing and add an
@@ -113,6 +113,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
       probe-on | probe-off) flags+=(--exit-probe "${part#probe-}") ;;
       grounded) flags+=(--grounded-exit on) ;;
       notes) flags+=(--grounded-notes on) ;;
+      focused) flags+=(--focused-notes on) ;;
       *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
     esac
   done
