@@ -209,6 +209,38 @@ def test_an_adapter_trained_with_the_gates_reads_with_them_unless_a_flag_says_of
     assert "gate" not in (adapter.parent / "adapter.json").read_text()
 
 
+def test_an_adapter_shipped_with_reading_options_reads_with_them_unless_a_flag_says_off(
+    model, book, tmp_path
+):
+    adapter = tmp_path / "runs" / "adapter.gguf"
+    adapter.parent.mkdir()
+    adapter.write_bytes(b"not loaded: the model is replaced")
+    shipped = TrainedSettings("memagent", "paper", 1000, 256, 32, reads_with=("focused_notes",))
+    write_trained_settings(adapter, shipped)
+    record = json.loads((adapter.parent / "adapter.json").read_text())
+    assert record["reads_with"] == ["focused_notes"]  # apart from how it trained
+    assert "focused_notes" not in record["trained_with"]
+    assert read_trained_settings(adapter) == shipped
+    result, trace = ask(book, tmp_path, "--adapter", str(adapter))
+    assert trace["config"]["focused_notes"] and not trace["config"]["grounded_notes"]
+    assert f"the adapter {adapter} reads with focused notes, as it shipped" in result.stderr
+    assert "(give --focused-notes off for the papers' memory)" in result.stderr
+    # The scripted model's notes ("noted ...") share no term with the question: each update's
+    # notes are cleared, as focused notes do to copied filler.
+    updates = [s for s in trace["steps"] if s["kind"] == "update"]
+    assert all("notes_unrelated" in s["flags"] for s in updates)
+    assert {s["memory"] for s in updates} == {"No previous memory"}
+    # the flag wins: the papers' memory keeps what the model wrote
+    result, trace = ask(book, tmp_path, "--adapter", str(adapter), "--focused-notes", "off")
+    assert not trace["config"]["focused_notes"] and "focused notes" not in result.stderr
+    updates = [s for s in trace["steps"] if s["kind"] == "update"]
+    assert not any("notes_unrelated" in s["flags"] for s in updates)
+    # a server reads with them too, for the agents that read as the adapter trained
+    trained = _trained_defaults(BackendSettings(adapter=str(adapter)), {})
+    assert trained["memagent"]["focused_notes"] and trained["memreread"]["focused_notes"]
+    assert "rememr1" not in trained
+
+
 def test_eval_run_records_the_trained_settings_in_its_config(model, book, tmp_path):
     data = tmp_path / "data.jsonl"
     sample = {"id": "a", "question": QUESTION, "context": book.read_text(), "answers": ["4720519"]}
@@ -280,6 +312,10 @@ def test_a_malformed_record_is_one_clear_error(tmp_path):
     record = {"agent": "memagent", **SHIPPED, "exit_gate": "yes"}
     (tmp_path / "adapter.json").write_text(json.dumps({"trained_with": record}))
     with pytest.raises(UsageError, match=r"trained_with\.exit_gate must be true or false"):
+        read_trained_settings(adapter)
+    record = {"trained_with": {"agent": "memagent", **SHIPPED}, "reads_with": ["exit_gate"]}
+    (tmp_path / "adapter.json").write_text(json.dumps(record))
+    with pytest.raises(UsageError, match=r"reads_with must be a list of memory options among"):
         read_trained_settings(adapter)
     (tmp_path / "adapter.json").write_text(json.dumps({"something": "else"}))
     assert read_trained_settings(adapter) is None  # a JSON of another kind records nothing

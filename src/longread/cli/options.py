@@ -272,6 +272,13 @@ _TRAINED_WORDS = {
 }
 
 
+# How each memory option an adapter shipped to read with is said, and the flag that turns it off.
+_READING_WORDS = {
+    "grounded_notes": ("grounded notes", "--grounded-notes off"),
+    "focused_notes": ("focused notes", "--focused-notes off"),
+}
+
+
 def adapter_trained_settings(settings: BackendSettings) -> tuple[str, TrainedSettings] | None:
     """What the run's LoRA adapter was trained with (the JSON beside it), and how to name the
     adapter in a message; None when the run applies no adapter (a server, ``--base-model``,
@@ -313,13 +320,27 @@ def with_trained_settings(
         return options
     name, trained = found
     filled = {k: v for k, v in trained.reading_options().items() if options.get(k) is None}
-    if filled:
-        click.echo(f"longread: {describe_trained(name, filled, trained)}", err=True)
+    for said in describe_filled(name, filled, trained):
+        click.echo(f"longread: {said}", err=True)
     merged = {**options, **filled}
     if grounds_its_exits(trained, merged):
         merged["grounded_exit"] = True
         click.echo(f"longread: {describe_grounded(name)}", err=True)
     return merged
+
+
+def describe_filled(name: str, filled: dict[str, Any], trained: TrainedSettings) -> list[str]:
+    """The lines that say which settings the adapter's record filled in: those it was trained
+    with (``describe_trained``), then the memory options it shipped to read with."""
+    lines = [describe_trained(name, filled, trained)] if set(filled) & set(_TRAINED_WORDS) else []
+    shipped = [option for option in trained.reads_with if option in filled]
+    if shipped:
+        said = " and ".join(_READING_WORDS[option][0] for option in shipped)
+        flags = "/".join(_READING_WORDS[option][1] for option in shipped)
+        lines.append(
+            f"{name} reads with {said}, as it shipped (give {flags} for the papers' memory)"
+        )
+    return lines
 
 
 def describe_grounded(name: str) -> str:

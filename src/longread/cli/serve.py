@@ -19,8 +19,8 @@ from .options import (
     agent_options,
     backend_options,
     backend_settings,
+    describe_filled,
     describe_grounded,
-    describe_trained,
     grounds_its_exits,
     trained_settings_apply,
 )
@@ -198,11 +198,10 @@ def _trained_defaults(
     agents = [agent for agent in AGENTS if trained_settings_apply(agent, trained)]
     if not filled or not agents:
         return {}
-    click.echo(
-        f"longread: {describe_trained(name, filled, trained)}; for {', '.join(agents)} "
-        "requests that do not set them",
-        err=True,
-    )
+    for said in describe_filled(name, filled, trained):
+        click.echo(
+            f"longread: {said}; for {', '.join(agents)} requests that do not set them", err=True
+        )
     if grounds_its_exits(trained, {**defaults, **filled}):
         filled["grounded_exit"] = True
         click.echo(f"longread: {describe_grounded(name)}", err=True)

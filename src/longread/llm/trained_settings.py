@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
 
 TRAINED_WITH = "trained_with"  # the key of the settings in the JSON beside the adapter
+# Memory options an adapter ships to read with, though it was not trained with them: the
+# results set measured the stage better with them (recipes/smollm2/ship.py --reads-with).
+# Kept apart from ``trained_with``, which says only how training read.
+READS_WITH = "reads_with"
+READING_OPTIONS = ("grounded_notes", "focused_notes")
 # The least final-answer cap a run reads with. The shipped stages trained with 32-token answers
 # (numbers and names), but a UUID in \boxed{} is 38 SmolLM2 tokens: read with 32, every
 # niah_single_3 answer was cut (sft29q: 0 of 20 at 2K, the full UUID in its notes).
@@ -54,11 +59,14 @@ class TrainedSettings:
     exit_gate: bool = False
     gate_instructions: bool = True  # off: the update prompt never named the gates' tags
     exit_probe: bool = False  # a yes/no probe after each change of memory may stop reading
+    reads_with: tuple[str, ...] = ()  # READING_OPTIONS on by default, chosen when it shipped
 
     def options(self) -> dict[str, Any]:
         """The settings as agent options (``make_config`` keywords), the agent's name left out;
-        a gate setting only when it differs from every agent's default."""
-        return {k: v for k, v in self.to_dict().items() if k != "agent"}
+        a gate setting only when it differs from every agent's default; the reading options it
+        shipped with, on."""
+        trained = {k: v for k, v in self.to_dict().items() if k != "agent"}
+        return {**trained, **dict.fromkeys(self.reads_with, True)}
 
     def reading_options(self) -> dict[str, Any]:
         """``options`` as a run reads with them: the final answer's cap at least
@@ -67,8 +75,26 @@ class TrainedSettings:
         return {**self.options(), "final_tokens": max(self.final_tokens, FINAL_TOKENS_READ_MIN)}
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON record: every setting, and the gate settings that differ from the default."""
-        return {k: v for k, v in asdict(self).items() if k not in _GATES or v != _GATES[k]}
+        """The ``trained_with`` record: every setting, and the gate settings that differ from
+        the default (``reads_with`` is recorded apart)."""
+        return {
+            k: v
+            for k, v in asdict(self).items()
+            if k != READS_WITH and (k not in _GATES or v != _GATES[k])
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], where: str) -> TrainedSettings:
+        """Read ``trained_with`` and ``reads_with`` from an adapter's JSON record; a UsageError
+        naming ``where`` when either is malformed."""
+        settings = cls.from_dict(record[TRAINED_WITH], where)
+        reads_with = record.get(READS_WITH, [])
+        if not isinstance(reads_with, list) or any(o not in READING_OPTIONS for o in reads_with):
+            raise UsageError(
+                f"{where}: {READS_WITH} must be a list of memory options among "
+                f"{', '.join(READING_OPTIONS)}"
+            )
+        return replace(settings, reads_with=tuple(o for o in READING_OPTIONS if o in reads_with))
 
     @classmethod
     def from_dict(cls, raw: Any, where: str) -> TrainedSettings:
@@ -103,7 +129,7 @@ def read_trained_settings(adapter: str | Path) -> TrainedSettings | None:
         raise UsageError(f"cannot read the adapter's settings in {file}: {exc}") from None
     if not isinstance(raw, dict) or TRAINED_WITH not in raw:
         return None
-    return TrainedSettings.from_dict(raw[TRAINED_WITH], str(file))
+    return TrainedSettings.from_record(raw, str(file))
 
 
 def write_trained_settings(adapter: str | Path, settings: TrainedSettings | None) -> None:
@@ -113,7 +139,9 @@ def write_trained_settings(adapter: str | Path, settings: TrainedSettings | None
     if settings is None:
         file.unlink(missing_ok=True)
         return
-    record = {"adapter": Path(adapter).name, TRAINED_WITH: settings.to_dict()}
+    record: dict[str, Any] = {"adapter": Path(adapter).name, TRAINED_WITH: settings.to_dict()}
+    if settings.reads_with:
+        record[READS_WITH] = list(settings.reads_with)
     partial = file.with_name(f"{file.name}.partial-{os.getpid()}")
     partial.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     os.replace(partial, file)
