@@ -18,10 +18,13 @@ from longread.eval.store import RunStore, SampleResult
 
 def write_run(folder: Path, *, probe: bool, right: set[str], seconds: dict[str, float],
               failed: set[str] = frozenset(), data_hash: str = "sha256:same",
-              strict: set[str] | None = None) -> str:  # fmt: skip
+              strict: set[str] | None = None, machine: str | None = None) -> str:  # fmt: skip
     """A HotpotQA-like run: sub-EM 1 for ``right``, strict 1 for ``strict`` (default: the
-    same samples), ``failed`` samples raised."""
+    same samples), ``failed`` samples raised; one session record, naming the CPU kernels
+    ``machine`` when given."""
     store = RunStore(folder, writer=True)
+    if machine:
+        store.session_fields["machine"] = machine
     agent_config = {"chunk_tokens": 1000, "exit_probe": probe}
     store.save_config({"agent": "memagent", "agent_config": agent_config,
                        "data": "data/hotpotqa_8192.jsonl", "data_hash": data_hash})  # fmt: skip
@@ -35,6 +38,7 @@ def write_run(folder: Path, *, probe: bool, right: set[str], seconds: dict[str, 
         if probe:
             cost |= {"chunks": 10, "chunks_read": 5}
         store.record(SampleResult(sample, "done", "qa", score, cost))
+    store.save_summary({"ran": len(seconds)})
     store.close()
     return str(folder)
 
@@ -123,3 +127,32 @@ def test_an_odd_number_of_folders_or_a_missing_one_is_refused(tmp_path: Path) ->
     missing = CliRunner().invoke(cli, ["eval", "compare", off, str(tmp_path / "nowhere")])
     assert missing.exit_code != 0 and "not an eval run folder" in missing.output
     assert not (tmp_path / "nowhere").exists()  # a typo makes no folder
+
+
+AVX2 = "SSE3 AVX AVX2 FMA"
+AVX512 = "SSE3 AVX AVX2 FMA AVX512 AVX512_VNNI"
+
+
+def test_runs_on_other_cpu_kernels_are_said_to_part_for_that_alone(tmp_path: Path) -> None:
+    """Greedy replies of a small model change with the CPU's kernels: a pair made on two
+    machines is flagged, one made on one machine (or with nothing recorded) is not."""
+    times = {"a": 10.0, "b": 10.0}
+    old = write_run(tmp_path / "old", probe=False, right={"a"}, seconds=times, machine=AVX2)
+    new = write_run(tmp_path / "new", probe=True, right={"a"}, seconds=times, machine=AVX512)
+    same = write_run(tmp_path / "same", probe=True, right={"a"}, seconds=times, machine=AVX2)
+    unknown = write_run(tmp_path / "unknown", probe=True, right={"a"}, seconds=times)
+    result = CliRunner().invoke(cli, ["eval", "compare", old, new])
+    assert result.exit_code == 0, result.output
+    assert (
+        "hotpotqa_8192: A and B ran on different CPU kernels (B's with AVX512 AVX512_VNNI)"
+        in result.output
+    )
+    assert "pair runs made on one machine" in result.output
+    for other in (same, unknown):
+        result = CliRunner().invoke(cli, ["eval", "compare", old, other])
+        assert result.exit_code == 0, result.output
+        assert "different CPU kernels" not in result.output
+    record = tmp_path / "pairs.jsonl"
+    CliRunner().invoke(cli, ["eval", "compare", old, new, "--json", str(record)])
+    pair = json.loads(record.read_text())
+    assert (pair["machines_a"], pair["machines_b"]) == ([AVX2], [AVX512])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import time
@@ -293,3 +294,13 @@ def test_a_set_built_run_and_reported_on_the_embedded_model(tmp_path: Path) -> N
     assert cells[2] == "2"  # n
     assert float(cells[8]) == 100.0 * sum(found) / 2  # match_all
     assert "## ruler/niah_single_2" in report.read_text()
+    # The session names the CPU features the kernels used, and each is one this CPU has:
+    # greedy replies change with them, so `eval compare` warns when two runs' differ.
+    (session,) = [json.loads(line) for line in (run / "sessions.jsonl").open()]
+    features = session["machine"].split()
+    assert features
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        flags = set(re.findall(r"^flags\s*:(.*)$", cpuinfo.read_text(), re.M)[0].split())
+        isa = [f for f in features if f in {"AVX", "AVX2", "FMA", "F16C", "AVX512"}]
+        assert all(f"{f.lower()}f" in flags if f == "AVX512" else f.lower() in flags for f in isa)

@@ -119,6 +119,9 @@ async def _eval_run(
         try:
             tokenizer = await make_tokenizer(backend, settings)  # asks a server for its model
             store.fill_backend(getattr(backend, "model", None), backend.context_window)
+            machine = getattr(backend, "machine", None)  # the embedded model's kernels
+            if machine:
+                store.session_fields["machine"] = machine
             summary = await run_eval(
                 samples,
                 lambda report: make_agent(

@@ -9,6 +9,7 @@ setting (an exit gate, an adapter stage, a prompt set) is shown to change accura
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import comb
@@ -38,6 +39,18 @@ class Pairing:
     read_a: list[float]  # share of the document read, where the run recorded it
     read_b: list[float]
     unpaired: int  # samples finished by one run only (failed or not yet run in the other)
+    # The CPU features of the embedded model's kernels in each run's sessions that ran
+    # samples (``sessions.jsonl`` ``machine``; empty where none was recorded: a server, or a
+    # run made before they were).
+    machines_a: frozenset[str] = frozenset()
+    machines_b: frozenset[str] = frozenset()
+
+    @property
+    def machines_differ(self) -> bool:
+        """Whether both runs recorded their kernels and these differ (or one run mixes
+        several): greedy replies may then part with no setting acting."""
+        known = self.machines_a and self.machines_b
+        return bool(known) and (self.machines_a != self.machines_b or len(self.machines_a) > 1)
 
     @property
     def only_a(self) -> list[str]:
@@ -101,8 +114,22 @@ def pair_runs(run_a: str | Path, run_b: str | Path, metric: str = "headline") ->
         [float(r.cost.get("seconds") or 0.0) for r in a],
         [float(r.cost.get("seconds") or 0.0) for r in b],
         _read_shares(a), _read_shares(b),
-        len(done_a.keys() ^ done_b.keys()),
+        len(done_a.keys() ^ done_b.keys()), _machines(path_a), _machines(path_b),
     )  # fmt: skip
+
+
+def _machines(run_dir: Path) -> frozenset[str]:
+    """The kernel features recorded by the run's sessions that ran samples."""
+    path = run_dir / "sessions.jsonl"
+    if not path.is_file():
+        return frozenset()
+    sessions = []
+    for line in path.read_text().splitlines():
+        try:
+            sessions.append(json.loads(line))
+        except ValueError:
+            continue  # a line cut by a crash: the rest still count
+    return frozenset(s["machine"] for s in sessions if s.get("machine") and s.get("ran"))
 
 
 def _read_shares(results: Sequence[SampleResult]) -> list[float]:
@@ -131,7 +158,22 @@ def compare_table(pairings: Sequence[Pairing]) -> list[str]:
     lines += ["", _LEGEND]
     if unpaired:
         lines.append(f"{unpaired} sample(s) finished by one run only are left out.")
+    lines += [_machines_note(p) for p in pairings if p.machines_differ]
     return lines
+
+
+def _machines_note(p: Pairing) -> str:
+    """Why a pair whose runs used other CPU kernels may part on samples no setting touched."""
+    every_a, every_b = set(" ".join(p.machines_a).split()), set(" ".join(p.machines_b).split())
+    only_a, only_b = sorted(every_a - every_b), sorted(every_b - every_a)
+    said = [f"A's with {' '.join(only_a)}"] if only_a else []
+    said += [f"B's with {' '.join(only_b)}"] if only_b else []
+    which = " and ".join(said) or "several kernel sets in one run"
+    return (
+        f"{p.data}: A and B ran on different CPU kernels ({which}). Greedy decoding on a "
+        "small model can change with them, so samples may differ with no setting acting; "
+        "pair runs made on one machine to measure a setting."
+    )
 
 
 _LEGEND = (
@@ -189,4 +231,6 @@ def pairing_record(p: Pairing) -> dict[str, Any]:
         "only_b": p.only_b,
         "mcnemar_p": mcnemar_exact(len(p.only_a), len(p.only_b)),
         "unpaired": p.unpaired,
+        "machines_a": sorted(p.machines_a),
+        "machines_b": sorted(p.machines_b),
     }

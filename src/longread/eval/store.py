@@ -122,6 +122,9 @@ class RunStore:
         """Open (or create) the store. ``writer=True`` takes the folder's lock for the
         store's lifetime: two runs resuming one folder would run its samples twice."""
         self.run_dir = Path(run_dir)
+        # What this session's record says beside its totals (``machine``: the CPU features
+        # the embedded model's kernels used, where the backend says).
+        self.session_fields: dict[str, Any] = {}
         if self.run_dir.exists() and not self.run_dir.is_dir():
             raise UsageError(f"{self.run_dir} is a file, not a run folder")
         (self.run_dir / "traces").mkdir(parents=True, exist_ok=True)
@@ -271,7 +274,7 @@ class RunStore:
         """Write ``summary.json`` (the latest session's) and append it to ``sessions.jsonl``
         (every session's, so the timings of a run resumed three times are all kept). Error
         messages lose any credentials in the URLs they name."""
-        summary = redact_secrets(summary)
+        summary = redact_secrets({**summary, **self.session_fields})
         write_json(self.run_dir / "summary.json", summary)
         with open(self.run_dir / "sessions.jsonl", "a") as handle:
             handle.write(json.dumps({**summary, "finished": now()}) + "\n")

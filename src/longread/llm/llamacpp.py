@@ -110,6 +110,11 @@ class LlamaCppBackend:
         return self._n_ctx
 
     @property
+    def machine(self) -> str | None:
+        """The CPU features llama.cpp's kernels use here (``kernel_features``)."""
+        return kernel_features()
+
+    @property
     def llama(self) -> Any:
         """The loaded ``llama_cpp.Llama`` (loaded on first use)."""
         if self._llama is None:
@@ -360,3 +365,19 @@ def _probe_logits(llama: Any) -> Any:
     llama.reset()
     llama.eval(llama.tokenize(_PROBE, add_bos=True))
     return row_logits(llama.ctx, -1, int(llama.n_vocab())).copy()
+
+
+def kernel_features() -> str | None:
+    """The CPU features llama.cpp's kernels use on this machine and build ("SSE3 ... AVX2 FMA
+    ... AVX512 ..."), or None without llama-cpp-python. Greedy decoding on a 135M model depends
+    on them: the same prompt on AVX2 and on AVX-512 kernels can give another reply, so an eval
+    run records them per session and ``eval compare`` says when two runs differ in them."""
+    try:
+        import llama_cpp
+    except ImportError:
+        return None
+    info = llama_cpp.llama_print_system_info()
+    text = info.decode(errors="replace") if isinstance(info, bytes) else str(info)
+    cpu = text.split("CPU :", 1)[-1].split("|")
+    features = [part.split("=")[0].strip() for part in cpu if part.strip().endswith("= 1")]
+    return " ".join(features) or None
