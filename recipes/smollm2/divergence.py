@@ -16,12 +16,16 @@ the model), and which run was right.
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
 from pathlib import Path
 
 from longread.eval.compare import is_right
 from longread.eval.store import DONE, RunStore
-from longread.trace import Run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from same_run import first_difference  # scripts/ is not a package
 
 
 def outcomes(run_dir: Path) -> dict[str, bool]:
@@ -32,15 +36,16 @@ def outcomes(run_dir: Path) -> dict[str, bool]:
         return {r.sample_id: is_right(r, "headline") for r in store.results() if r.status == DONE}
 
 
-def first_parting(a: Run, b: Run) -> tuple[int, str]:
-    """The index of the first call whose reply differs, and ``machine`` when its prompts were
-    the same or ``option`` when they were not (-1, ``none`` when every reply is the same)."""
-    for index, (step_a, step_b) in enumerate(zip(a.steps, b.steps, strict=False)):
-        if step_a.messages != step_b.messages:
-            return index, "option"
-        if step_a.reply != step_b.reply:
-            return index, "machine"
-    return -1, "none"
+def first_parting(a: Path, b: Path) -> tuple[int, str]:
+    """The index of the first call whose reply differs between two traces of one sample, and
+    ``option`` when the prompts there differ or ``machine`` when they are the same
+    (``scripts/same_run.py``'s test; -1, ``none`` when every call agrees)."""
+    traces = [json.loads(path.read_text()) for path in (a, b)]
+    said = first_difference(*traces) or ""
+    found = re.match(r"call (\d+): a different (prompt|reply)", said)
+    if found is None:
+        return -1, "none"
+    return int(found[1]), "option" if found[2] == "prompt" else "machine"
 
 
 def main() -> None:
@@ -55,9 +60,8 @@ def main() -> None:
     for sample in sorted(set(right_a) & set(right_b)):
         if right_a[sample] == right_b[sample]:
             continue
-        a = Run.load(args.run_a / "traces" / f"{sample}.json")
-        b = Run.load(args.run_b / "traces" / f"{sample}.json")
-        index, why = first_parting(a, b)
+        trace = f"traces/{sample}.json"
+        index, why = first_parting(args.run_a / trace, args.run_b / trace)
         winner = "B" if right_b[sample] else "A"
         counts[(winner, why)] = counts.get((winner, why), 0) + 1
         print(f"| {sample} | {winner} | {index} | {why} |")
