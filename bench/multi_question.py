@@ -3,6 +3,7 @@ item 10).
 
     .venv/bin/python bench/multi_question.py [--tokens 32768] [--questions 8]
         [--chunk-tokens 5000] [--memory-tokens 256] [--final-tokens 64] [--out FILE.jsonl]
+        [--orders paper,section_first] [--grounded-notes] [--focused-notes]
 
 One document of about ``--tokens`` tokens (RULER's noise haystack, ``longread.data.needle``)
 hides ``--questions`` needles, "The special magic number for KEY is VALUE.", spread evenly;
@@ -18,6 +19,9 @@ longest common prefix with the next prompt (``Llama.generate``). The prefill tok
 actually decoded are counted by wrapping the loaded ``Llama``'s ``generate`` and ``eval``:
 the first ``eval`` of each ``generate`` is its prompt's uncached part. Printed per order:
 prompt tokens sent, prefill tokens computed, wall time, and accuracy (RULER's match).
+``--orders section_first`` reads one order only (the paper's takes ten times longer);
+``--grounded-notes`` and ``--focused-notes`` turn on the memory options of ``ask`` of those
+names, which act on each question's notes alone, so the shared prefix is kept.
 Run it on a quiet machine: wall times compare only within one run.
 """
 
@@ -41,6 +45,16 @@ from longread.text.tokenizer import Tokenizer
 
 KEYS = ("amber", "birch", "cobalt", "dune", "ember", "fjord", "granite", "harbor", "iris", "jade")
 PER_PARAGRAPH = 4  # noise sentences per paragraph, as needle_document writes them
+ORDERS = ("paper", "section_first")
+
+
+def orders(text: str) -> tuple[str, ...]:
+    """``--orders``: prompt orders, comma-separated, each one of ``ORDERS``."""
+    chosen = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [order for order in chosen if order not in ORDERS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"orders must be among {','.join(ORDERS)}")
+    return chosen
 
 
 class PrefillCounter:
@@ -96,12 +110,14 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         llama = backend.llama
         counter = PrefillCounter(llama)
         rows = []
-        for order in ("paper", "section_first"):
+        for order in args.orders:
             config = MemAgentConfig(
                 chunk_tokens=args.chunk_tokens,
                 memory_tokens=args.memory_tokens,
                 final_tokens=args.final_tokens,
                 section_first=order == "section_first",
+                grounded_notes=args.grounded_notes,
+                focused_notes=args.focused_notes,
             )
             agent = MemAgent(backend, tokenizer, config)
             print(f"{order}: reading ...", flush=True)  # each order takes minutes on a CPU
@@ -117,6 +133,8 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
             ]
             rows.append({
                 "order": order,
+                "grounded_notes": args.grounded_notes,
+                "focused_notes": args.focused_notes,
                 "document_tokens": tokenizer.count(text),
                 "questions": len(pairs),
                 "chunk_tokens": runs[0].config["chunk_tokens_used"],
@@ -161,6 +179,11 @@ def main() -> None:
     parser.add_argument("--n-ctx", type=int, default=None, help="window (default: 8192)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="also write the rows as JSON lines here")
+    parser.add_argument(
+        "--orders", type=orders, default=ORDERS, help="comma-separated, of: " + ",".join(ORDERS)
+    )
+    parser.add_argument("--grounded-notes", action="store_true", help="as ask's option")
+    parser.add_argument("--focused-notes", action="store_true", help="as ask's option")
     args = parser.parse_args()
     rows = asyncio.run(measure(args))
     print_table(rows)

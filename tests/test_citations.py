@@ -228,6 +228,29 @@ def test_notes_are_lines_and_sentences_without_list_markers():
     ]
 
 
+async def test_a_note_padded_with_the_questions_phrasing_still_finds_its_needle():
+    # The shipped adapter copies a needle with the question's words inside it: as it stands
+    # the note is too far from the sentence to align, without the words the section lacks it
+    # is the sentence again.
+    chunks = cut()
+    note = "One of the special magic numbers for lonely-flame mentioned in the provided text is "
+    note += "4331324."
+    assert align(note, chunks[chunk_holding(chunks, NEEDLE)].text) is None
+    backend = ScriptedBackend([*copying_updates(chunks, note), "\\boxed{4331324}"])
+    run = await MemAgent(backend, WordTokenizer(), MemAgentConfig()).run(QUESTION, chunks)
+
+    assert [c.quote for c in run.citations] == [NEEDLE] and run.supported is True
+    [source] = run.steps[chunk_holding(chunks, NEEDLE)].sources
+    assert source.line == note and source.quote == NEEDLE
+
+
+def test_the_question_restated_is_not_taken_for_a_padded_copy():
+    from longread.citations.align import without_echo
+
+    made_up = "The special magic number for lonely-flame mentioned in the provided text is 7."
+    assert without_echo(made_up, QUESTION, FILLER) == made_up
+
+
 def test_a_made_up_note_aligns_with_nothing():
     assert align("Penguins invented the telescope in 1803.", FILLER) is None
 

@@ -433,13 +433,14 @@ NEEDLE = "One of the special magic numbers for quiet-harbor is: 4076011."
 NEEDLE_QUESTION = "What is the special magic number for quiet-harbor mentioned in the text?"
 
 
-def provenance_after(*reads: tuple[str, str]):
-    """A Provenance that saw each (section, memory after it) in turn."""
+def provenance_after(*reads: tuple[str, str], question: str = ""):
+    """A Provenance that saw each (section, memory after it) in turn, read for ``question``."""
     from longread.citations import Provenance
 
     provenance, memory = Provenance(), NO_MEMORY
     for index, (section, new_memory) in enumerate(reads):
-        provenance.on_update(memory, new_memory, Chunk(index, section, len(section.split())))
+        chunk = Chunk(index, section, len(section.split()))
+        provenance.on_update(memory, new_memory, chunk, question)
         memory = new_memory
     return provenance
 
@@ -530,6 +531,23 @@ def test_only_the_made_up_notes_about_the_question_are_cut():
     # copied filler is about nothing asked and stays; the copied needle stays
     assert kept == f"The hills were quiet that year.\n- {NEEDLE}"
     assert without_ungrounded(kept, NEEDLE_QUESTION, provenance) == (kept, [])
+
+
+def test_a_copy_padded_with_the_questions_phrasing_is_kept_and_a_made_up_value_cut():
+    """The shipped adapter (stage 1e) writes the needle with the question's words inside:
+    read section-first at 8K, grounded notes cut 3 such right answers in 6 samples before
+    the padding was aligned without those words."""
+    from longread.citations.grounding import without_ungrounded
+
+    question = "What is the special magic number for quiet-harbor mentioned in the provided text?"
+    section = f"The hills were quiet that year. {NEEDLE} Nobody came back."
+    padded = "One of the special magic numbers for quiet-harbor mentioned in the provided text is"
+    for value, kept in (("4076011", True), ("100", False)):
+        note = f"{padded}: {value}."
+        provenance = provenance_after((section, note), question=question)
+        assert without_ungrounded(note, question, provenance) == (
+            (note, []) if kept else ("", [note])
+        )
 
 
 async def test_grounded_notes_clear_a_made_up_answer_that_the_model_would_keep():

@@ -183,7 +183,7 @@ async def update_step(
             keep_memory(record, gate.memory, memory)
     else:
         keep_memory(record, text, memory)
-    record.sources = ctx.provenance.on_update(memory, record.memory or memory, chunk)
+    record.sources = ctx.provenance.on_update(memory, record.memory or memory, chunk, question)
     if config.grounded_notes:
         cut_ungrounded_notes(ctx, question, record)
     if config.focused_notes:

@@ -212,7 +212,7 @@ async def rememr1_step(
     if not reply.well_formed:
         record.flags.append(FORMAT_ERROR)
     keep_memory(record, reply.update, memory)
-    record.sources = ctx.provenance.on_update(memory, record.memory or memory, chunk)
+    record.sources = ctx.provenance.on_update(memory, record.memory or memory, chunk, question)
     if reply.recall is not None:
         record.recall = await _recall(reply.recall, history, config)
     if reply.update is not None:

@@ -73,6 +73,23 @@ def align(note: str, text: str, min_score: float = MIN_ALIGN_SCORE) -> Match | N
     return Match(start, end, found.score)
 
 
+def without_echo(note: str, echo: str, text: str) -> str:
+    """``note`` without the words it repeats from ``echo`` (the question) that ``text`` (the
+    section read) does not hold: a small model pads what it copies with the question's
+    phrasing ("... for old-pond mentioned in the provided text is: 9605461."), which can pull
+    an exact copy below ``MIN_ALIGN_SCORE``. The note itself is unchanged when no word
+    goes, or when more than a third of its words would (then it is the question restated,
+    not a copy)."""
+    asked = set(_WORD.findall(fold(echo))) - set(_WORD.findall(fold(text)))
+    words = list(_WORD.finditer(note))
+    dropped = [word for word in words if fold(word.group()) in asked]
+    if not dropped or 3 * len(dropped) > len(words):
+        return note
+    for word in reversed(dropped):
+        note = note[: word.start()] + note[word.end() :]
+    return " ".join(note.split())
+
+
 def widen_to_sentences(text: str, start: int, end: int) -> tuple[int, int]:
     """``start``..``end`` widened to the sentence(s) around it (at most ``MAX_WIDEN``
     characters each way), trimmed of surrounding whitespace."""

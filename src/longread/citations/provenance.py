@@ -3,8 +3,9 @@
 After every update the notes it added are aligned with the chunk it read (``align``). A note
 the model carried over word for word keeps the span it had; one it reworded from an earlier
 note inherits that note's span; a note that matches neither the chunk nor any earlier note
-has no source (the model made it up, or summarised beyond recognition). Integration calls
-(MemReread) read no chunk: their notes can only inherit.
+has no source (the model made it up, or summarised beyond recognition). A note that pads a
+copy with the question's phrasing is aligned a second time without those words
+(``without_echo``). Integration calls (MemReread) read no chunk: their notes can only inherit.
 
 The map holds the notes of recent memories only (``limit``), so a run over a very long
 document costs bounded memory.
@@ -17,7 +18,7 @@ from collections import OrderedDict
 from rapidfuzz import fuzz, process
 
 from ..text.chunking import Chunk
-from .align import MIN_ALIGN_SCORE, align, note_key, split_notes
+from .align import MIN_ALIGN_SCORE, align, note_key, split_notes, without_echo
 from .model import SourceSpan
 
 # A rewritten note inherits an earlier note's span from this similarity (0-100) up, unless the
@@ -33,10 +34,13 @@ class Provenance:
         self.limit = limit
         self._spans: OrderedDict[str, SourceSpan] = OrderedDict()
 
-    def on_update(self, old_memory: str, new_memory: str, chunk: Chunk) -> list[SourceSpan]:
-        """Record the notes ``new_memory`` added to ``old_memory`` after reading ``chunk``;
-        their spans, for the step record."""
-        return self._record(old_memory, new_memory, chunk)
+    def on_update(
+        self, old_memory: str, new_memory: str, chunk: Chunk, question: str = ""
+    ) -> list[SourceSpan]:
+        """Record the notes ``new_memory`` added to ``old_memory`` after reading ``chunk``
+        for ``question`` (whose phrasing a note may repeat); their spans, for the step
+        record."""
+        return self._record(old_memory, new_memory, chunk, question)
 
     def on_integrate(self, old_memory: str, new_memory: str) -> list[SourceSpan]:
         """As ``on_update`` for a rewrite that read no chunk (notes can only inherit)."""
@@ -51,7 +55,9 @@ class Provenance:
             return span
         return self._inherit(note, key)
 
-    def _record(self, old_memory: str, new_memory: str, chunk: Chunk | None) -> list[SourceSpan]:
+    def _record(
+        self, old_memory: str, new_memory: str, chunk: Chunk | None, question: str = ""
+    ) -> list[SourceSpan]:
         kept = {note_key(note) for note in split_notes(old_memory)}
         added: list[SourceSpan] = []
         for note in split_notes(new_memory):
@@ -60,18 +66,23 @@ class Provenance:
                 if key in self._spans:
                     self._spans.move_to_end(key)
                 continue
-            span = self._source(note, key, chunk)
+            span = self._source(note, key, chunk, question)
             if span is not None:
                 self._remember(key, span)
                 added.append(span)
         return added
 
-    def _source(self, note: str, key: str, chunk: Chunk | None) -> SourceSpan | None:
+    def _source(
+        self, note: str, key: str, chunk: Chunk | None, question: str = ""
+    ) -> SourceSpan | None:
         """The chunk's span for ``note``, unless an earlier note is closer to it: then the
         note was carried over, reworded (a heading "part 7" read in this chunk is closer to it
         than an earlier "part 1" is)."""
         inherited = self._inherit(note, key)
         match = None if chunk is None else align(note, chunk.text, MIN_ALIGN_SCORE)
+        if match is None and chunk is not None and question:
+            trimmed = without_echo(note, question, chunk.text)
+            match = None if trimmed == note else align(trimmed, chunk.text, MIN_ALIGN_SCORE)
         if match is not None and (inherited is None or match.score >= inherited.score):
             assert chunk is not None
             return SourceSpan(
