@@ -535,8 +535,8 @@ def test_only_the_made_up_notes_about_the_question_are_cut():
 
 def test_a_copy_padded_with_the_questions_phrasing_is_kept_and_a_made_up_value_cut():
     """The shipped adapter (stage 1e) writes the needle with the question's words inside:
-    read section-first at 8K, grounded notes cut 3 such right answers in 6 samples before
-    the padding was aligned without those words."""
+    read section-first at 8K, grounded notes cut such a right answer before the padding was
+    aligned without those words."""
     from longread.citations.grounding import without_ungrounded
 
     question = "What is the special magic number for quiet-harbor mentioned in the provided text?"
