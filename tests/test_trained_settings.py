@@ -328,3 +328,7 @@ def test_a_stage_trained_with_a_gate_records_it_for_the_readers():
     assert trained_settings(agent).options() == {**PAPER}  # no gate: none recorded
     agent.options = {"exit_gate": True}
     assert trained_settings(agent).options() == {**PAPER, "exit_gate": True}
+    # a memory option rolled out with is read with by default, as it trained
+    agent.options = {"focused_notes": True, "grounded_notes": False}
+    assert trained_settings(agent).reads_with == ("focused_notes",)
+    assert trained_settings(agent).options() == {**PAPER, "focused_notes": True}

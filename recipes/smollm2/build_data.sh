@@ -176,3 +176,8 @@ build "$OUT/train28/niah_single_2" ruler --task niah_single_2 --lengths 4004 --n
 build "$OUT/heldout28/chains-reversed" chains --order reversed --lengths 8192 --n 10 --seed 1010
 build "$OUT/heldout28/chains-heldout" chains --order reversed --lengths 8190 --n 10 --seed 1011 \
   --wording heldout
+# Issue 26, stage grpo26a (grpo26a.toml): the shipped adapter's only miss with focused notes,
+# empty notes at the needle's section, as GRPO states cut from stage 2a's and 2c's training
+# documents (recipes/smollm2/empty_arrivals.py: the model's tokenizer, no model call)
+[ -f "$OUT/states-empty26.jsonl" ] || .venv/bin/python recipes/smollm2/empty_arrivals.py \
+  "$OUT/train2a/niah_single_2" "$OUT/train2c" --out "$OUT/states-empty26.jsonl" --seed 26

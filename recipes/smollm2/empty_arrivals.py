@@ -1,0 +1,104 @@
+"""Empty-memory arrival states for GRPO (issue 26), cut from training documents with no model
+call.
+
+    .venv/bin/python recipes/smollm2/empty_arrivals.py DATA [DATA ...] --out OUT.jsonl
+        [--chunk-tokens 1000] [--before 0.25] [--seed 0]
+
+With ``--focused-notes on`` the shipped adapter reaches every needle with empty notes: filler
+it copied is cleared before the needle comes. Its misses at 16K and 32K are then all one kind
+(``needle_states.py``): "empty notes: needle skipped", the update answers "No previous memory"
+to the section that holds the needle. So the state to train from needs no reading pass to
+find (as ``state_reset.py``'s do): it is "No previous memory" and the needle's section, cut
+here from each training sample as the agent cuts it (its tokenizer, ``--chunk-tokens``).
+
+- **arrival**: the needle's section alone (2 calls a rollout: the update, the answer);
+- **before** (a ``--before`` share of the samples): the one or two sections before it too,
+  also from empty notes, where filler gets written first (3-4 calls).
+
+Each row is a `longread train` sample whose ``meta["memory"]`` holds the notes to start from
+(``train/rollouts.py``), as ``state_reset.py`` writes them. DATA are JSONL files or folders of
+them (`longread data` output); use training seeds only, never an evaluation set's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+from pathlib import Path
+
+from longread.agents.base import prepare_chunks
+from longread.agents.memagent import NO_MEMORY
+from longread.data.loaders import data_files, load_files
+from longread.llm.factory import BackendSettings, make_backend, make_tokenizer
+from longread.text.tokenizer import Tokenizer
+
+
+def sections_of(text: str, tokenizer: Tokenizer, chunk_tokens: int) -> list[str]:
+    """The document's sections, as memagent cuts it."""
+    chunks = asyncio.run(prepare_chunks(text, tokenizer, chunk_tokens))
+    return [chunk.text for chunk in chunks]
+
+
+def states(sample, sections: list[str], rng: random.Random, before: float) -> list[dict]:
+    """The sample's arrival state, and with probability ``before`` a state one or two sections
+    earlier; none when no section holds the gold answer whole."""
+    gold = sample.answers[0]
+    arrival = next((i for i, text in enumerate(sections) if gold in text), None)
+    if arrival is None:
+        return []
+    rows = [_state(sample, "arrival", sections[arrival : arrival + 1])]
+    if arrival > 0 and rng.random() < before:
+        start = max(0, arrival - rng.choice((1, 2)))
+        rows.append(_state(sample, "before", sections[start : arrival + 1]))
+    return rows
+
+
+def _state(sample, kind: str, sections: list[str]) -> dict:
+    meta = {**sample.meta, "memory": NO_MEMORY, "state": kind, "section_first": False}
+    return {
+        "id": f"{sample.id}-empty-{kind}",
+        "question": sample.question,
+        "context": "\n\n".join(sections),
+        "answers": sample.answers,
+        "meta": meta,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", nargs="+", type=Path, help="JSONL files or folders of them")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--chunk-tokens", type=int, default=1000)
+    parser.add_argument("--before", type=float, default=0.25, help="share with a before state")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if not 0.0 <= args.before <= 1.0:
+        sys.exit("empty_arrivals.py: --before is a share, between 0 and 1")
+    files = [f for path in args.data for f in (data_files(str(path)) if path.is_dir() else [path])]
+    missing = [str(f) for f in files if not Path(f).is_file()]
+    if missing:
+        sys.exit(f"empty_arrivals.py: no such file: {missing[0]}")
+    settings = BackendSettings(backend="llamacpp")
+    tokenizer = asyncio.run(make_tokenizer(make_backend(settings), settings))
+    rng = random.Random(args.seed)
+    rows: list[dict] = []
+    skipped = 0
+    for sample in load_files(files):
+        found = states(sample, sections_of(sample.context, tokenizer, args.chunk_tokens), rng,
+                       args.before)  # fmt: skip
+        skipped += not found
+        rows += found
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    kinds = [r["meta"]["state"] for r in rows]
+    print(
+        f"{args.out}: {kinds.count('arrival')} arrival and {kinds.count('before')} before "
+        f"states; {skipped} samples with no section holding the gold whole"
+    )
+
+
+if __name__ == "__main__":
+    main()
