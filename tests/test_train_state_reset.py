@@ -9,9 +9,11 @@ import pytest
 
 torch = pytest.importorskip("torch")  # the 'train' extra; `make install` always installs it
 
+from longread.data.records import Sample  # noqa: E402
 from longread.errors import UsageError  # noqa: E402
 from longread.train.checkpoint import Position  # noqa: E402
 from longread.train.config import TrainConfig  # noqa: E402
+from longread.train.rollouts import reset_state_record  # noqa: E402
 
 from .test_train_trainer import make_trainer, tiny_config  # noqa: E402
 from .tiny_policy import build_tiny_policy_folder, two_chunk_samples  # noqa: E402
@@ -33,7 +35,9 @@ def test_a_sample_with_notes_starts_its_rollouts_from_them(tiny_model: Path, tmp
     """The first update of every rollout reads the sample's notes, not empty ones; a sample
     without notes starts empty, as memagent always does."""
     rows = two_chunk_samples(2)
-    rows[0]["meta"] = {"memory": START}
+    # the record the state recipes write (recipes/smollm2/state_reset.py, empty_arrivals.py)
+    document = [rows[0]["context"]]
+    rows[0] = reset_state_record(Sample(**rows[0]), "q0", "arrival", START, document)
     raw = tiny_config(tiny_model, write(tmp_path / "train.jsonl", rows), steps=1)
     raw["optim"]["minibatches"] = 1
     raw["reward"]["keep_degenerate"] = True  # every rollout's rows, whatever it scored

@@ -34,6 +34,7 @@ from longread.agents.memagent import NO_MEMORY
 from longread.data.loaders import data_files, load_files
 from longread.llm.factory import BackendSettings, make_backend, make_tokenizer
 from longread.text.tokenizer import Tokenizer
+from longread.train.rollouts import reset_state_record
 
 
 def sections_of(text: str, tokenizer: Tokenizer, chunk_tokens: int) -> list[str]:
@@ -57,14 +58,7 @@ def states(sample, sections: list[str], rng: random.Random, before: float) -> li
 
 
 def _state(sample, kind: str, sections: list[str]) -> dict:
-    meta = {**sample.meta, "memory": NO_MEMORY, "state": kind, "section_first": False}
-    return {
-        "id": f"{sample.id}-empty-{kind}",
-        "question": sample.question,
-        "context": "\n\n".join(sections),
-        "answers": sample.answers,
-        "meta": meta,
-    }
+    return reset_state_record(sample, f"{sample.id}-empty-{kind}", kind, NO_MEMORY, sections)
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 
 from longread.data.loaders import data_files, load_files
+from longread.train.rollouts import reset_state_record
 
 KINDS = ("arrival", "carry", "before")
 SECTION, INSTRUCTION = "Section:\n", "\n\nUpdate the memory:"
@@ -79,14 +80,8 @@ def states(trace: dict, sample, rng: random.Random) -> list[dict]:
 
 
 def _state(sample, kind: str, notes: str, sections: list[str], section_first: bool) -> dict:
-    meta = {**sample.meta, "memory": notes, "state": kind, "section_first": section_first}
-    return {
-        "id": f"{sample.id}-{kind}" + ("-sf" if section_first else ""),
-        "question": sample.question,
-        "context": "\n\n".join(sections),
-        "answers": sample.answers,
-        "meta": meta,
-    }
+    state_id = f"{sample.id}-{kind}" + ("-sf" if section_first else "")
+    return reset_state_record(sample, state_id, kind, notes, sections, section_first)
 
 
 def main() -> None:

@@ -39,6 +39,28 @@ from .engines import RolloutEngine
 from .episodes import TrainingRow, training_rows
 
 
+def reset_state_record(
+    sample: Sample,
+    state_id: str,
+    kind: str,
+    notes: str,
+    sections: Sequence[str],
+    section_first: bool = False,
+) -> dict[str, Any]:
+    """A state-reset episode as a data record (the module docstring): ``sample``'s question
+    and answers, ``sections`` joined as its document, ``notes`` as the memory it starts from,
+    ``kind`` naming where along the document the state was cut (e.g. "arrival": the needle's
+    section is next). Recipes write these as JSONL; ``load_files`` reads them back."""
+    meta = {**sample.meta, "memory": notes, "state": kind, "section_first": section_first}
+    return {
+        "id": state_id,
+        "question": sample.question,
+        "context": "\n\n".join(sections),
+        "answers": sample.answers,
+        "meta": meta,
+    }
+
+
 @dataclass
 class Rollouts:
     """One step's rollouts: per group, the sample, its runs and its credit."""
