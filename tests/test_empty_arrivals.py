@@ -34,3 +34,14 @@ def test_a_before_state_reads_one_or_two_filler_sections_first_and_ends_at_the_n
 def test_a_gold_cut_across_two_sections_gives_no_state():
     sections = ["Filler. The code is 44", "12. More filler."]
     assert empty_arrivals.states(SAMPLE, sections, random.Random(0), before=1.0) == []
+
+
+def test_section_first_states_are_rolled_out_in_that_order_under_their_own_ids():
+    """The trainer reads ``meta["section_first"]`` per sample, so one file can mix orders."""
+    paper = empty_arrivals.states(SAMPLE, SECTIONS, random.Random(0), before=1.0)
+    first = empty_arrivals.states(
+        SAMPLE, SECTIONS, random.Random(0), before=1.0, section_first=True
+    )
+    assert [r["meta"]["section_first"] for r in paper + first] == [False, False, True, True]
+    assert [r["context"] for r in first] == [r["context"] for r in paper]
+    assert not {r["id"] for r in first} & {r["id"] for r in paper}

@@ -181,6 +181,10 @@ build "$OUT/heldout28/chains-heldout" chains --order reversed --lengths 8190 --n
 # documents (recipes/smollm2/empty_arrivals.py: the model's tokenizer, no model call)
 [ -f "$OUT/states-empty26.jsonl" ] || .venv/bin/python recipes/smollm2/empty_arrivals.py \
   "$OUT/train2a/niah_single_2" "$OUT/train2c" --out "$OUT/states-empty26.jsonl" --seed 26
+# ... and the same states marked to be rolled out section-first (stage grpo26b, grpo26b.toml)
+[ -f "$OUT/states-empty26-sf.jsonl" ] || .venv/bin/python recipes/smollm2/empty_arrivals.py \
+  "$OUT/train2a/niah_single_2" "$OUT/train2c" --out "$OUT/states-empty26-sf.jsonl" --seed 26 \
+  --section-first
 # ... and the same state cut from held-out checks (seeds 1003, 1006, 1015, 1016: never trained,
 # not evaluation seeds): `eval run` on this file reads each needle's section from empty notes,
 # 2 calls a sample, a few minutes an adapter

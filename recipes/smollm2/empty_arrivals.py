@@ -2,7 +2,7 @@
 call.
 
     .venv/bin/python recipes/smollm2/empty_arrivals.py DATA [DATA ...] --out OUT.jsonl
-        [--chunk-tokens 1000] [--before 0.25] [--seed 0]
+        [--chunk-tokens 1000] [--before 0.25] [--seed 0] [--section-first]
 
 With ``--focused-notes on`` the shipped adapter reaches every needle with empty notes: filler
 it copied is cleared before the needle comes. Its misses at 16K and 32K are then all one kind
@@ -14,6 +14,9 @@ here from each training sample as the agent cuts it (its tokenizer, ``--chunk-to
 - **arrival**: the needle's section alone (2 calls a rollout: the update, the answer);
 - **before** (a ``--before`` share of the samples): the one or two sections before it too,
   also from empty notes, where filler gets written first (3-4 calls).
+
+``--section-first`` marks the states to be rolled out in that order (``meta["section_first"]``,
+ids ending "-sf"): the shipped adapter read that way misses the same way, from empty notes.
 
 Each row is a `longread train` sample whose ``meta["memory"]`` holds the notes to start from
 (``train/rollouts.py``), as ``state_reset.py`` writes them. DATA are JSONL files or folders of
@@ -43,22 +46,26 @@ def sections_of(text: str, tokenizer: Tokenizer, chunk_tokens: int) -> list[str]
     return [chunk.text for chunk in chunks]
 
 
-def states(sample, sections: list[str], rng: random.Random, before: float) -> list[dict]:
+def states(
+    sample, sections: list[str], rng: random.Random, before: float, section_first: bool = False
+) -> list[dict]:
     """The sample's arrival state, and with probability ``before`` a state one or two sections
-    earlier; none when no section holds the gold answer whole."""
+    earlier; none when no section holds the gold answer whole. ``section_first``: the states
+    are rolled out in that order (the section before the question in the update prompt)."""
     gold = sample.answers[0]
     arrival = next((i for i, text in enumerate(sections) if gold in text), None)
     if arrival is None:
         return []
-    rows = [_state(sample, "arrival", sections[arrival : arrival + 1])]
+    rows = [_state(sample, "arrival", sections[arrival : arrival + 1], section_first)]
     if arrival > 0 and rng.random() < before:
         start = max(0, arrival - rng.choice((1, 2)))
-        rows.append(_state(sample, "before", sections[start : arrival + 1]))
+        rows.append(_state(sample, "before", sections[start : arrival + 1], section_first))
     return rows
 
 
-def _state(sample, kind: str, sections: list[str]) -> dict:
-    return reset_state_record(sample, f"{sample.id}-empty-{kind}", kind, NO_MEMORY, sections)
+def _state(sample, kind: str, sections: list[str], section_first: bool) -> dict:
+    state_id = f"{sample.id}-empty-{kind}" + ("-sf" if section_first else "")
+    return reset_state_record(sample, state_id, kind, NO_MEMORY, sections, section_first)
 
 
 def main() -> None:
@@ -68,6 +75,9 @@ def main() -> None:
     parser.add_argument("--chunk-tokens", type=int, default=1000)
     parser.add_argument("--before", type=float, default=0.25, help="share with a before state")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--section-first", action="store_true", help="states rolled out in the section-first order"
+    )
     args = parser.parse_args()
     if not 0.0 <= args.before <= 1.0:
         sys.exit("empty_arrivals.py: --before is a share, between 0 and 1")
@@ -81,8 +91,8 @@ def main() -> None:
     rows: list[dict] = []
     skipped = 0
     for sample in load_files(files):
-        found = states(sample, sections_of(sample.context, tokenizer, args.chunk_tokens), rng,
-                       args.before)  # fmt: skip
+        sections = sections_of(sample.context, tokenizer, args.chunk_tokens)
+        found = states(sample, sections, rng, args.before, args.section_first)
         skipped += not found
         rows += found
     args.out.parent.mkdir(parents=True, exist_ok=True)
