@@ -45,3 +45,36 @@ def test_section_first_states_are_rolled_out_in_that_order_under_their_own_ids()
     assert [r["meta"]["section_first"] for r in paper + first] == [False, False, True, True]
     assert [r["context"] for r in first] == [r["context"] for r in paper]
     assert not {r["id"] for r in first} & {r["id"] for r in paper}
+
+
+ESSAY = (
+    "The river ran past the mill all spring. Nobody knew why the old bell rang at noon. "
+    "One of the special magic numbers for old-pond is: 9605461. The harvest came late."
+)
+
+
+def test_an_end_state_ends_on_the_needle_after_a_sentence_cut_mid_way():
+    """RULER's depth-100% layout: the essay cut to its word budget, then the needle, nothing
+    after; the sentences before the cut one are kept whole."""
+    needle = "One of the special magic numbers for old-pond is: 9605461."
+    for seed in range(8):
+        ending = empty_arrivals.ending_at_needle(ESSAY, "9605461", random.Random(seed))
+        head, cut = ending.removesuffix(" " + needle), "Nobody knew why the old bell rang at noon."
+        assert ending.endswith(needle) and head.startswith(
+            "The river ran past the mill all spring. "
+        )
+        rest = head.removeprefix("The river ran past the mill all spring. ")
+        assert rest and cut.startswith(rest) and rest != cut
+
+
+def test_a_needle_on_a_line_of_its_own_has_no_end_state():
+    """Noise haystacks are whole lines at every length: no cut sentence to reproduce."""
+    lines = "The grass is green.\nThe sky is blue.\nThe code is 4412.\nThe sun is yellow."
+    assert empty_arrivals.ending_at_needle(lines, "4412", random.Random(0)) is None
+
+
+def test_end_states_come_beside_the_arrival_state_under_their_own_kind():
+    sample = Sample("s2", "What is the number?", ESSAY, ["9605461"], {})
+    rows = empty_arrivals.states(sample, [ESSAY], random.Random(0), before=0.0, at_end=1.0)
+    assert [r["meta"]["state"] for r in rows] == ["arrival", "end"]
+    assert rows[1]["context"].endswith("9605461.") and len({r["id"] for r in rows}) == 2

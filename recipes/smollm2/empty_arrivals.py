@@ -2,7 +2,7 @@
 call.
 
     .venv/bin/python recipes/smollm2/empty_arrivals.py DATA [DATA ...] --out OUT.jsonl
-        [--chunk-tokens 1000] [--before 0.25] [--seed 0] [--section-first]
+        [--chunk-tokens 1000] [--before 0.25] [--at-end 0] [--seed 0] [--section-first]
 
 With ``--focused-notes on`` the shipped adapter reaches every needle with empty notes: filler
 it copied is cleared before the needle comes. Its misses at 16K and 32K are then all one kind
@@ -14,6 +14,13 @@ here from each training sample as the agent cuts it (its tokenizer, ``--chunk-to
 - **arrival**: the needle's section alone (2 calls a rollout: the update, the answer);
 - **before** (a ``--before`` share of the samples): the one or two sections before it too,
   also from empty notes, where filler gets written first (3-4 calls).
+
+- **end** (an ``--at-end`` share): the needle's section as a RULER document ends when the
+  needle sits at depth 100%: the essay cut to its word budget mid-sentence, then the needle's
+  sentence, then nothing. The shipped adapter misses that needle in niah_single_2 sample 3 at
+  2K, 16K and 32K (the 8K cut falls on a sentence end, and it is found there); training
+  documents have it about once in 40 needles (depth 100%) and only when the cut falls
+  mid-sentence.
 
 ``--section-first`` marks the states to be rolled out in that order (``meta["section_first"]``,
 ids ending "-sf"): the shipped adapter read that way misses the same way, from empty notes.
@@ -29,6 +36,7 @@ import argparse
 import asyncio
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -39,6 +47,9 @@ from longread.llm.factory import BackendSettings, make_backend, make_tokenizer
 from longread.text.tokenizer import Tokenizer
 from longread.train.rollouts import reset_state_record
 
+# where a sentence ends: its punctuation and the space after it (or a line break)
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
+
 
 def sections_of(text: str, tokenizer: Tokenizer, chunk_tokens: int) -> list[str]:
     """The document's sections, as memagent cuts it."""
@@ -47,11 +58,17 @@ def sections_of(text: str, tokenizer: Tokenizer, chunk_tokens: int) -> list[str]
 
 
 def states(
-    sample, sections: list[str], rng: random.Random, before: float, section_first: bool = False
+    sample,
+    sections: list[str],
+    rng: random.Random,
+    before: float,
+    section_first: bool = False,
+    at_end: float = 0.0,
 ) -> list[dict]:
-    """The sample's arrival state, and with probability ``before`` a state one or two sections
-    earlier; none when no section holds the gold answer whole. ``section_first``: the states
-    are rolled out in that order (the section before the question in the update prompt)."""
+    """The sample's arrival state, with probability ``before`` a state one or two sections
+    earlier, and with probability ``at_end`` an "end" state (``ending_at_needle``); none when
+    no section holds the gold answer whole. ``section_first``: the states are rolled out in
+    that order (the section before the question in the update prompt)."""
     gold = sample.answers[0]
     arrival = next((i for i, text in enumerate(sections) if gold in text), None)
     if arrival is None:
@@ -60,7 +77,33 @@ def states(
     if arrival > 0 and rng.random() < before:
         start = max(0, arrival - rng.choice((1, 2)))
         rows.append(_state(sample, "before", sections[start : arrival + 1], section_first))
+    if at_end > 0 and rng.random() < at_end:
+        ending = ending_at_needle(sections[arrival], gold, rng)
+        if ending is not None:
+            rows.append(_state(sample, "end", [ending], section_first))
     return rows
+
+
+def ending_at_needle(section: str, gold: str, rng: random.Random) -> str | None:
+    """The section as a RULER document ends when its needle sits at depth 100%: the essay cut
+    to a word budget, so its last sentence stops mid-way, then the needle's sentence, then
+    nothing. None where the needle is a line of its own (noise haystacks end on whole lines) or
+    has fewer than two words of sentence before it to cut."""
+    at = section.index(gold)
+    ends = [m.end() for m in SENTENCE_END.finditer(section, 0, at)]
+    start = ends[-1] if ends else 0
+    if start == 0 or section[start - 1] == "\n":
+        return None
+    after = SENTENCE_END.search(section, at + len(gold))
+    needle = section[start : after.start() if after else len(section)].strip()
+    kept = section[:start].rstrip()
+    last = [m.end() for m in SENTENCE_END.finditer(kept)]
+    words = kept[last[-1] if last else 0 :].split()
+    if len(words) < 2:
+        return None
+    cut = len(words) - rng.randint(1, len(words) - 1)  # keep at least one word of it
+    head = kept[: last[-1] if last else 0]
+    return f"{head}{' '.join(words[:cut])} {needle}"
 
 
 def _state(sample, kind: str, sections: list[str], section_first: bool) -> dict:
@@ -76,11 +119,15 @@ def main() -> None:
     parser.add_argument("--before", type=float, default=0.25, help="share with a before state")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--at-end", type=float, default=0.0, help="share with an end state (needle last)"
+    )
+    parser.add_argument(
         "--section-first", action="store_true", help="states rolled out in the section-first order"
     )
     args = parser.parse_args()
-    if not 0.0 <= args.before <= 1.0:
-        sys.exit("empty_arrivals.py: --before is a share, between 0 and 1")
+    for name in ("before", "at_end"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            sys.exit(f"empty_arrivals.py: --{name.replace('_', '-')} is a share, between 0 and 1")
     files = [f for path in args.data for f in (data_files(str(path)) if path.is_dir() else [path])]
     missing = [str(f) for f in files if not Path(f).is_file()]
     if missing:
@@ -92,15 +139,16 @@ def main() -> None:
     skipped = 0
     for sample in load_files(files):
         sections = sections_of(sample.context, tokenizer, args.chunk_tokens)
-        found = states(sample, sections, rng, args.before, args.section_first)
+        found = states(sample, sections, rng, args.before, args.section_first, args.at_end)
         skipped += not found
         rows += found
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     kinds = [r["meta"]["state"] for r in rows]
     print(
-        f"{args.out}: {kinds.count('arrival')} arrival and {kinds.count('before')} before "
-        f"states; {skipped} samples with no section holding the gold whole"
+        f"{args.out}: {kinds.count('arrival')} arrival, {kinds.count('before')} before and "
+        f"{kinds.count('end')} end states; {skipped} samples with no section holding the gold "
+        "whole"
     )
 
 
