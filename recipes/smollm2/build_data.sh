@@ -199,6 +199,24 @@ if [ ! -f "$OUT/heldout-arrivals-end.jsonl" ]; then
     --before 0 --at-end 1
   grep '"state": "end"' "$OUT/heldout-arrivals-end.all.jsonl" > "$OUT/heldout-arrivals-end.jsonl"
 fi
+# Stage grpo26c (grpo26c.toml): "before" states in both orders, one or two filler sections
+# from empty notes and then the needle's, where grpo26b learnt to write a made-up "... is 11."
+# and keep it; the same cut from the held-out checks is their check
+for order in paper sf; do
+  flag=(); [ $order = sf ] && flag=(--section-first)
+  if [ ! -f "$OUT/states-before26-$order.jsonl" ]; then
+    .venv/bin/python recipes/smollm2/empty_arrivals.py "$OUT/train2a/niah_single_2" \
+      "$OUT/train2c" --out "$OUT/states-before26-$order.all.jsonl" --seed 28 --before 1 "${flag[@]}"
+    grep '"state": "before"' "$OUT/states-before26-$order.all.jsonl" > "$OUT/states-before26-$order.jsonl"
+  fi
+done
+if [ ! -f "$OUT/heldout-arrivals-before.jsonl" ]; then
+  .venv/bin/python recipes/smollm2/empty_arrivals.py "$OUT/heldout8k" "$OUT/heldout8k-b" \
+    "$OUT/heldout32k" "$OUT/heldout32k-b" --out "$OUT/heldout-arrivals-before.all.jsonl" \
+    --before 1
+  grep '"state": "before"' "$OUT/heldout-arrivals-before.all.jsonl" \
+    > "$OUT/heldout-arrivals-before.jsonl"
+fi
 # ... and the same state cut from held-out checks (seeds 1003, 1006, 1015, 1016: never trained,
 # not evaluation seeds): `eval run` on this file reads each needle's section from empty notes,
 # 2 calls a sample, a few minutes an adapter
