@@ -29,7 +29,9 @@ def shares(run_dir: Path) -> list[float]:
     if not config.is_file():
         sys.exit(f"made_up_numbers.py: {run_dir} is not an eval run folder (no config.json)")
     data = run_dir / json.loads(config.read_text())["data"]
-    samples = {s.id: s for s in load_files(data_files(str(data)))}
+    # a run names its data file, or the folder of its files (check_stage.sh's sets)
+    files = data_files(str(data)) if data.is_dir() else [data]
+    samples = {s.id: s for s in load_files(files)}
     out = []
     for trace in sorted((run_dir / "traces").glob("*.json")):
         run = Run.load(trace)
