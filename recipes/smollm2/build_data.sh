@@ -188,35 +188,24 @@ build "$OUT/heldout28/chains-heldout" chains --order reversed --lengths 8190 --n
 # ... and "end" states (empty_arrivals.py --at-end): the needle's section cut as RULER documents
 # end when the needle sits at depth 100%, the essay's last sentence cut mid-way (grpo26b); the
 # same cut from the held-out checks is the check
-if [ ! -f "$OUT/states-empty26-end.jsonl" ]; then
-  .venv/bin/python recipes/smollm2/empty_arrivals.py "$OUT/train2a/niah_single_2" "$OUT/train2c" \
-    --out "$OUT/states-empty26-end.all.jsonl" --seed 27 --before 0 --at-end 1
-  grep '"state": "end"' "$OUT/states-empty26-end.all.jsonl" > "$OUT/states-empty26-end.jsonl"
-fi
-if [ ! -f "$OUT/heldout-arrivals-end.jsonl" ]; then
-  .venv/bin/python recipes/smollm2/empty_arrivals.py "$OUT/heldout8k" "$OUT/heldout8k-b" \
-    "$OUT/heldout32k" "$OUT/heldout32k-b" --out "$OUT/heldout-arrivals-end.all.jsonl" \
-    --before 0 --at-end 1
-  grep '"state": "end"' "$OUT/heldout-arrivals-end.all.jsonl" > "$OUT/heldout-arrivals-end.jsonl"
-fi
+[ -f "$OUT/states-empty26-end.jsonl" ] || .venv/bin/python recipes/smollm2/empty_arrivals.py \
+  "$OUT/train2a/niah_single_2" "$OUT/train2c" --out "$OUT/states-empty26-end.jsonl" --seed 27 \
+  --before 0 --at-end 1 --only end
+[ -f "$OUT/heldout-arrivals-end.jsonl" ] || .venv/bin/python recipes/smollm2/empty_arrivals.py \
+  "$OUT/heldout8k" "$OUT/heldout8k-b" "$OUT/heldout32k" "$OUT/heldout32k-b" \
+  --out "$OUT/heldout-arrivals-end.jsonl" --before 0 --at-end 1 --only end
 # Stage grpo26c (grpo26c.toml): "before" states in both orders, one or two filler sections
 # from empty notes and then the needle's, where grpo26b learnt to write a made-up "... is 11."
 # and keep it; the same cut from the held-out checks is their check
 for order in paper sf; do
   flag=(); [ $order = sf ] && flag=(--section-first)
-  if [ ! -f "$OUT/states-before26-$order.jsonl" ]; then
-    .venv/bin/python recipes/smollm2/empty_arrivals.py "$OUT/train2a/niah_single_2" \
-      "$OUT/train2c" --out "$OUT/states-before26-$order.all.jsonl" --seed 28 --before 1 "${flag[@]}"
-    grep '"state": "before"' "$OUT/states-before26-$order.all.jsonl" > "$OUT/states-before26-$order.jsonl"
-  fi
+  [ -f "$OUT/states-before26-$order.jsonl" ] || .venv/bin/python recipes/smollm2/empty_arrivals.py \
+    "$OUT/train2a/niah_single_2" "$OUT/train2c" --out "$OUT/states-before26-$order.jsonl" \
+    --seed 28 --before 1 --only before "${flag[@]}"
 done
-if [ ! -f "$OUT/heldout-arrivals-before.jsonl" ]; then
-  .venv/bin/python recipes/smollm2/empty_arrivals.py "$OUT/heldout8k" "$OUT/heldout8k-b" \
-    "$OUT/heldout32k" "$OUT/heldout32k-b" --out "$OUT/heldout-arrivals-before.all.jsonl" \
-    --before 1
-  grep '"state": "before"' "$OUT/heldout-arrivals-before.all.jsonl" \
-    > "$OUT/heldout-arrivals-before.jsonl"
-fi
+[ -f "$OUT/heldout-arrivals-before.jsonl" ] || .venv/bin/python recipes/smollm2/empty_arrivals.py \
+  "$OUT/heldout8k" "$OUT/heldout8k-b" "$OUT/heldout32k" "$OUT/heldout32k-b" \
+  --out "$OUT/heldout-arrivals-before.jsonl" --before 1 --only before
 # ... and the same state cut from held-out checks (seeds 1003, 1006, 1015, 1016: never trained,
 # not evaluation seeds): `eval run` on this file reads each needle's section from empty notes,
 # 2 calls a sample, a few minutes an adapter

@@ -3,6 +3,7 @@ call.
 
     .venv/bin/python recipes/smollm2/empty_arrivals.py DATA [DATA ...] --out OUT.jsonl
         [--chunk-tokens 1000] [--before 0.25] [--at-end 0] [--seed 0] [--section-first]
+        [--only arrival|before|end]
 
 With ``--focused-notes on`` the shipped adapter reaches every needle with empty notes: filler
 it copied is cleared before the needle comes. Its misses at 16K and 32K are then all one kind
@@ -122,6 +123,9 @@ def main() -> None:
         "--at-end", type=float, default=0.0, help="share with an end state (needle last)"
     )
     parser.add_argument(
+        "--only", choices=("arrival", "before", "end"), help="write only the states of this kind"
+    )
+    parser.add_argument(
         "--section-first", action="store_true", help="states rolled out in the section-first order"
     )
     args = parser.parse_args()
@@ -141,7 +145,7 @@ def main() -> None:
         sections = sections_of(sample.context, tokenizer, args.chunk_tokens)
         found = states(sample, sections, rng, args.before, args.section_first, args.at_end)
         skipped += not found
-        rows += found
+        rows += [r for r in found if args.only in (None, r["meta"]["state"])]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     kinds = [r["meta"]["state"] for r in rows]
