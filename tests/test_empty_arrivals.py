@@ -78,3 +78,12 @@ def test_end_states_come_beside_the_arrival_state_under_their_own_kind():
     rows = empty_arrivals.states(sample, [ESSAY], random.Random(0), before=0.0, at_end=1.0)
     assert [r["meta"]["state"] for r in rows] == ["arrival", "end"]
     assert rows[1]["context"].endswith("9605461.") and len({r["id"] for r in rows}) == 2
+
+
+def test_an_id_tag_keeps_ids_apart_from_states_cut_from_the_same_documents():
+    """grpo26c trains on before states with seed 28 beside grpo26a's file, which holds before
+    states of the same documents: the trainer refuses an id that occurs twice."""
+    plain = empty_arrivals.states(SAMPLE, SECTIONS, random.Random(0), before=1.0)
+    tagged = empty_arrivals.states(SAMPLE, SECTIONS, random.Random(0), before=1.0, tag="s28")
+    assert [r["id"] for r in tagged] == [r["id"] + "-s28" for r in plain]
+    assert [r["context"] for r in tagged] == [r["context"] for r in plain]

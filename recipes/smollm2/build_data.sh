@@ -196,12 +196,13 @@ build "$OUT/heldout28/chains-heldout" chains --order reversed --lengths 8190 --n
   --out "$OUT/heldout-arrivals-end.jsonl" --before 0 --at-end 1 --only end
 # Stage grpo26c (grpo26c.toml): "before" states in both orders, one or two filler sections
 # from empty notes and then the needle's, where grpo26b learnt to write a made-up "... is 11."
-# and keep it; the same cut from the held-out checks is their check
+# and keep it; the same cut from the held-out checks is their check. The ids end "-s28":
+# states-empty26*.jsonl hold before states of some of the same documents under the plain ids
 for order in paper sf; do
   flag=(); [ $order = sf ] && flag=(--section-first)
   [ -f "$OUT/states-before26-$order.jsonl" ] || .venv/bin/python recipes/smollm2/empty_arrivals.py \
     "$OUT/train2a/niah_single_2" "$OUT/train2c" --out "$OUT/states-before26-$order.jsonl" \
-    --seed 28 --before 1 --only before "${flag[@]}"
+    --seed 28 --before 1 --only before --id-tag s28 "${flag[@]}"
 done
 [ -f "$OUT/heldout-arrivals-before.jsonl" ] || .venv/bin/python recipes/smollm2/empty_arrivals.py \
   "$OUT/heldout8k" "$OUT/heldout8k-b" "$OUT/heldout32k" "$OUT/heldout32k-b" \

@@ -3,7 +3,7 @@ call.
 
     .venv/bin/python recipes/smollm2/empty_arrivals.py DATA [DATA ...] --out OUT.jsonl
         [--chunk-tokens 1000] [--before 0.25] [--at-end 0] [--seed 0] [--section-first]
-        [--only arrival|before|end]
+        [--only arrival|before|end] [--id-tag TAG]
 
 With ``--focused-notes on`` the shipped adapter reaches every needle with empty notes: filler
 it copied is cleared before the needle comes. Its misses at 16K and 32K are then all one kind
@@ -65,23 +65,25 @@ def states(
     before: float,
     section_first: bool = False,
     at_end: float = 0.0,
+    tag: str = "",
 ) -> list[dict]:
     """The sample's arrival state, with probability ``before`` a state one or two sections
     earlier, and with probability ``at_end`` an "end" state (``ending_at_needle``); none when
     no section holds the gold answer whole. ``section_first``: the states are rolled out in
-    that order (the section before the question in the update prompt)."""
+    that order (the section before the question in the update prompt). ``tag`` ends every
+    id, so that files cut from the same documents with other seeds can train together."""
     gold = sample.answers[0]
     arrival = next((i for i, text in enumerate(sections) if gold in text), None)
     if arrival is None:
         return []
-    rows = [_state(sample, "arrival", sections[arrival : arrival + 1], section_first)]
+    rows = [_state(sample, "arrival", sections[arrival : arrival + 1], section_first, tag)]
     if arrival > 0 and rng.random() < before:
         start = max(0, arrival - rng.choice((1, 2)))
-        rows.append(_state(sample, "before", sections[start : arrival + 1], section_first))
+        rows.append(_state(sample, "before", sections[start : arrival + 1], section_first, tag))
     if at_end > 0 and rng.random() < at_end:
         ending = ending_at_needle(sections[arrival], gold, rng)
         if ending is not None:
-            rows.append(_state(sample, "end", [ending], section_first))
+            rows.append(_state(sample, "end", [ending], section_first, tag))
     return rows
 
 
@@ -107,8 +109,9 @@ def ending_at_needle(section: str, gold: str, rng: random.Random) -> str | None:
     return f"{head}{' '.join(words[:cut])} {needle}"
 
 
-def _state(sample, kind: str, sections: list[str], section_first: bool) -> dict:
+def _state(sample, kind: str, sections: list[str], section_first: bool, tag: str) -> dict:
     state_id = f"{sample.id}-empty-{kind}" + ("-sf" if section_first else "")
+    state_id += f"-{tag}" if tag else ""
     return reset_state_record(sample, state_id, kind, NO_MEMORY, sections, section_first)
 
 
@@ -128,6 +131,9 @@ def main() -> None:
     parser.add_argument(
         "--section-first", action="store_true", help="states rolled out in the section-first order"
     )
+    parser.add_argument(
+        "--id-tag", default="", help="appended to every id (files cut from the same documents)"
+    )
     args = parser.parse_args()
     for name in ("before", "at_end"):
         if not 0.0 <= getattr(args, name) <= 1.0:
@@ -143,7 +149,9 @@ def main() -> None:
     skipped = 0
     for sample in load_files(files):
         sections = sections_of(sample.context, tokenizer, args.chunk_tokens)
-        found = states(sample, sections, rng, args.before, args.section_first, args.at_end)
+        found = states(
+            sample, sections, rng, args.before, args.section_first, args.at_end, args.id_tag
+        )
         skipped += not found
         rows += [r for r in found if args.only in (None, r["meta"]["state"])]
     args.out.parent.mkdir(parents=True, exist_ok=True)
