@@ -303,3 +303,69 @@ def test_the_group_credit_prefers_the_rollout_that_made_nothing_up():
         [made_up, honest], ["8981983"], unsupported_penalty=0.5, document=DOCUMENT
     )
     assert penalised.rewards == [0.75, 1.0] and not penalised.degenerate
+
+
+# --- no credit before the evidence ----------------------------------------------------------
+
+NEEDLE = "The special magic number for calm-planet is: 8981983."
+
+
+def sections_run(sections: list[str], memories: list[str], answer: str) -> Run:
+    """A memagent run that read ``sections`` (one update prompt each) and answered."""
+    steps = [
+        step("update", i, prompt=f"Section:\n{text}", memory=m)
+        for i, (text, m) in enumerate(zip(sections, memories, strict=True))
+    ]
+    final = step("final", len(sections), reply=f"\\boxed{{{answer}}}")
+    return run_of(f"\\boxed{{{answer}}}", [*steps, final], agent="memagent")
+
+
+def test_the_steps_before_the_evidence_are_the_filler_sections_read_ahead_of_it():
+    from longread.train.rewards import steps_before_evidence
+
+    run = sections_run(["Filler one.", "Filler two.", NEEDLE], ["a", "b", "c"], "8981983")
+    assert steps_before_evidence(run, [NEEDLE]) == 2  # the two filler updates
+    assert steps_before_evidence(run, []) == 0  # nothing to watch for
+    unseen = sections_run(["Filler one.", "Filler two."], ["a", "b"], "11")
+    assert steps_before_evidence(unseen, [NEEDLE]) == 0  # never shown: nothing marks it
+
+
+def test_without_credit_before_the_evidence_filler_turns_are_neither_paid_nor_blamed():
+    """A made-up claim at a filler section that the needle later replaced earns its rollout's
+    advantage under the papers' broadcast; the "No previous memory" of a failed rollout at the
+    same section is blamed. Without credit before the evidence, both filler turns get 0 and the
+    turns from the needle's section on keep the outcome's advantage."""
+    from longread.train.credit import group_credit
+
+    sections = ["Filler one.", NEEDLE]
+    claimed = sections_run(sections, ["calm-planet is 11.", "calm-planet is 8981983."], "8981983")
+    skipped = sections_run(sections, [NO_MEMORY, NO_MEMORY], "none")
+    broadcast = group_credit([claimed, skipped], ["8981983"], evidence=[NEEDLE])
+    assert broadcast.advantages == [[0.5, 0.5, 0.5], [-0.5, -0.5, -0.5]]  # rewards 1 and 0
+    masked = group_credit(
+        [claimed, skipped], ["8981983"], evidence=[NEEDLE], credit_before_evidence=False
+    )
+    assert masked.advantages == [[0.0, 0.5, 0.5], [0.0, -0.5, -0.5]]
+    assert masked.rewards == broadcast.rewards and not masked.degenerate
+
+
+def test_the_trainer_config_turns_off_credit_before_the_evidence():
+    """`reward.credit_before_evidence = false` reaches the trainer's credit step, which finds
+    the evidence itself: the sentence of the sample's document that holds the gold answer."""
+    from longread.data.records import Sample
+    from longread.train.config import TrainConfig
+    from longread.train.rollouts import credit_of
+
+    sample = Sample("s1", "What is the number?", f"Filler one.\n{NEEDLE}", ["8981983"], {})
+    sections = ["Filler one.", NEEDLE]
+    runs = [
+        sections_run(sections, ["calm-planet is 11.", "calm-planet is 8981983."], "8981983"),
+        sections_run(sections, [NO_MEMORY, NO_MEMORY], "none"),
+    ]
+
+    def credit(**reward):
+        config = TrainConfig.from_dict({"data": {"train": ["unused.jsonl"]}, "reward": reward})
+        return credit_of(config, sample, runs).advantages
+
+    assert credit() == [[0.5, 0.5, 0.5], [-0.5, -0.5, -0.5]]  # the papers' broadcast
+    assert credit(credit_before_evidence=False) == [[0.0, 0.5, 0.5], [0.0, -0.5, -0.5]]

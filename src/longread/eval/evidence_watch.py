@@ -30,6 +30,7 @@ class EvidenceWatch:
 
     def __init__(self, evidence: Sequence[str], sink: StepSink = DISCARD) -> None:
         self._unseen = {_folded(e)[-EVIDENCE_TAIL_CHARS:] for e in evidence} - {""}
+        self._listed = len(self._unseen)
         self._sink = sink
 
     def write(self, step: Step) -> None:
@@ -42,6 +43,11 @@ class EvidenceWatch:
     def all_read(self) -> bool:
         """Whether every evidence sentence has been shown so far."""
         return not self._unseen
+
+    @property
+    def any_read(self) -> bool:
+        """Whether at least one evidence sentence has been shown so far."""
+        return len(self._unseen) < self._listed
 
 
 def stopped_before_evidence(config: dict, watch: EvidenceWatch) -> bool:

@@ -144,6 +144,12 @@ class RewardSection:
         "subtract this x the share of updates whose notes hold a number neither the document, "
         "the question nor a gold answer states (a made-up answer; 0 = the papers' reward)",
     )
+    credit_before_evidence: bool = option(
+        True,
+        "false: the updates before the first evidence sentence was shown get no advantage "
+        "(what a rollout wrote at filler sections is neither paid nor blamed by the outcome; "
+        "true = the papers' broadcast to every conversation)",
+    )
 
 
 @dataclass

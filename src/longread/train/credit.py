@@ -42,6 +42,7 @@ from .rewards import (
     outcome_reward,
     rememr1_step_rewards,
     reread_count,
+    steps_before_evidence,
     unsupported_note_share,
 )
 
@@ -124,6 +125,7 @@ def group_credit(
     skip_bonus: float = 0.0,
     unsupported_penalty: float = 0.0,
     document: str = "",
+    credit_before_evidence: bool = True,
 ) -> GroupCredit:
     """Score a group and give each conversation of each rollout its advantage
     (:func:`group_advantages`). ``alpha`` None is the paper's (:data:`DEFAULT_ALPHA`).
@@ -131,7 +133,12 @@ def group_credit(
     (:func:`~longread.train.rewards.exit_gate_reward`) to each reward, judged against the
     sample's ``evidence`` sentences; ``unsupported_penalty`` subtracts that weight times the
     share of updates whose notes hold a number ``document`` (the sample's text and question)
-    never states (:func:`~longread.train.rewards.unsupported_note_share`)."""
+    never states (:func:`~longread.train.rewards.unsupported_note_share`).
+    ``credit_before_evidence`` False gives no advantage to the steps before the first evidence
+    sentence was shown (:func:`~longread.train.rewards.steps_before_evidence`): the outcome
+    then never credits or blames what a rollout wrote at filler sections, such as a claim made
+    up before the needle, or the "No previous memory" that was right there (True: the papers'
+    broadcast to every conversation)."""
     check_estimator(estimator)
     reward_fn = reward_function(reward, kind, recall_weight)
     correct = [outcome_reward(run, golds, kind=kind) for run in runs]
@@ -154,12 +161,26 @@ def group_credit(
         theta=theta,
         std_normalise=std_normalise,
     )
+    if not credit_before_evidence:
+        advantages = no_credit_before_evidence(runs, advantages, evidence)
     degenerate = group_is_degenerate(rewards)
     if estimator == "rememr1":
         degenerate = degenerate and group_is_degenerate([sum(s) for s in terms or []])
     elif estimator == "rea":
         degenerate = degenerate and len(set(rereads)) <= 1
     return GroupCredit(rewards, correct, advantages, degenerate)
+
+
+def no_credit_before_evidence(
+    runs: Sequence[Run], advantages: Sequence[Sequence[float]], evidence: Sequence[str]
+) -> list[list[float]]:
+    """``advantages`` (``[rollout][step]``) with 0 for each run's steps before the first
+    evidence sentence was shown (:func:`~longread.train.rewards.steps_before_evidence`)."""
+    masked = []
+    for run, row in zip(runs, advantages, strict=True):
+        before = steps_before_evidence(run, evidence)
+        masked.append([0.0] * before + list(row[before:]))
+    return masked
 
 
 def exit_gate_term(

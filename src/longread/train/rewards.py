@@ -186,6 +186,18 @@ def run_stopped_before_evidence(run: Run, evidence: Sequence[str]) -> bool:
     return evidence_watch.stopped_before_evidence(run.config, watch)
 
 
+def steps_before_evidence(run: Run, evidence: Sequence[str]) -> int:
+    """How many of the run's first steps came before any evidence sentence was shown
+    (eval/evidence_watch.py's test): the updates of filler sections ahead of the needle. 0 when
+    ``evidence`` is empty or no step showed it (then nothing marks where the evidence came)."""
+    watch = EvidenceWatch(evidence)
+    for index, step in enumerate(run.steps):
+        watch.write(step)
+        if watch.any_read:
+            return index
+    return 0
+
+
 def exit_gate_reward(
     run: Run,
     evidence: Sequence[str],

@@ -210,6 +210,7 @@ def credit_of(config: TrainConfig, sample: Sample, runs: list[Run]) -> GroupCred
     """The credit step: one group's rewards and advantages, as ``config.reward`` says."""
     reward = config.reward
     gated = bool(reward.early_exit_penalty or reward.skip_bonus)
+    watched = gated or not reward.credit_before_evidence
     return group_credit(
         runs,
         sample.answers,
@@ -219,11 +220,12 @@ def credit_of(config: TrainConfig, sample: Sample, runs: list[Run]) -> GroupCred
         std_normalise=reward.std_normalise,
         alpha=None if reward.alpha < 0 else reward.alpha,
         recall_weight=reward.recall_weight,
-        evidence=evidence_sentences(sample) if gated else (),
+        evidence=evidence_sentences(sample) if watched else (),
         early_exit_penalty=reward.early_exit_penalty,
         skip_bonus=reward.skip_bonus,
         unsupported_penalty=reward.unsupported_penalty,
         document=f"{sample.context}\n{sample.question}" if reward.unsupported_penalty else "",
+        credit_before_evidence=reward.credit_before_evidence,
     )
 
 
