@@ -1,0 +1,76 @@
+"""How often an adapter's notes claim something about the asked key before the needle came.
+
+    .venv/bin/python recipes/smollm2/filler_claims.py RUN [RUN ...]
+
+Each RUN is an `eval run` folder of RULER needle samples (e.g. the held-out "before" states,
+recipes/smollm2/runs/checks/STAGE-heldout-arrivals-before). For every traced sample it takes
+the updates before the needle's sentence was shown (train/rewards.py
+``steps_before_evidence``, the steps ``reward.credit_before_evidence = false`` leaves without
+credit) and asks whether their notes name the question's key ("sunny-ivory" in "What is the
+special magic number for sunny-ivory mentioned in the provided text?"). Filler never names
+it, so such notes are a claim made before the evidence: "The special magic number for
+sunny-ivory mentioned in the provided text is 11." (stage grpo26b) or "... is no previous
+memory" (grpo26c). It prints how many samples had one, how many of those ended in a number,
+and the accuracy (RULER's match_all) with and without one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sqlite3
+import sys
+from pathlib import Path
+
+from longread.data.evidence import evidence_sentences
+from longread.data.loaders import data_files, load_files
+from longread.trace import Run
+from longread.train.rewards import steps_before_evidence
+
+KEY = re.compile(r"\bfor ([\w-]+)")  # RULER's niah questions: "... number for KEY ..."
+CLAIMED_NUMBER = re.compile(r"\bis:? \d")
+
+
+def claims(run_dir: Path) -> list[tuple[bool, bool, bool]]:
+    """(claim before the evidence, the claim holds a number, answered right) per sample."""
+    config = run_dir / "config.json"
+    if not config.is_file():
+        sys.exit(f"filler_claims.py: {run_dir} is not an eval run folder (no config.json)")
+    data = run_dir / json.loads(config.read_text())["data"]
+    files = data_files(str(data)) if data.is_dir() else [data]
+    samples = {s.id: s for s in load_files(files)}
+    with sqlite3.connect(run_dir / "results.sqlite") as db:
+        scores = dict(db.execute("select sample_id, score from results where status = 'done'"))
+    out = []
+    for trace in sorted((run_dir / "traces").glob("*.json")):
+        run = Run.load(trace)
+        sample = samples[run.sample_id or ""]
+        key = KEY.search(sample.question)
+        if key is None or run.sample_id not in scores:
+            continue
+        before = run.steps[: steps_before_evidence(run, evidence_sentences(sample))]
+        notes = [s.memory or "" for s in before if s.kind == "update"]
+        named = [n for n in notes if key.group(1) in n]
+        right = json.loads(scores[run.sample_id]).get("match_all") == 100.0
+        out.append((bool(named), any(CLAIMED_NUMBER.search(n) for n in named), right))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    for run_dir in parser.parse_args().runs:
+        rows = claims(run_dir)
+        claimed = [r for r in rows if r[0]]
+        clean = [r for r in rows if not r[0]]
+        print(
+            f"{run_dir.name}: {len(claimed)} of {len(rows)} claim the key before the needle "
+            f"({sum(r[1] for r in claimed)} with a number); right with a claim "
+            f"{sum(r[2] for r in claimed)}/{len(claimed)}, without {sum(r[2] for r in clean)}"
+            f"/{len(clean)}"
+        )
+
+
+if __name__ == "__main__":
+    main()
