@@ -25,6 +25,7 @@ from pathlib import Path
 
 from longread.data.evidence import evidence_sentences
 from longread.data.loaders import data_files, load_files
+from longread.data.records import Sample
 from longread.trace import Run
 from longread.train.rewards import steps_before_evidence
 
@@ -45,16 +46,23 @@ def claims(run_dir: Path) -> list[tuple[bool, bool, bool]]:
     out = []
     for trace in sorted((run_dir / "traces").glob("*.json")):
         run = Run.load(trace)
-        sample = samples[run.sample_id or ""]
-        key = KEY.search(sample.question)
-        if key is None or run.sample_id not in scores:
+        claim = claim_before_evidence(run, samples[run.sample_id or ""])
+        if claim is None or run.sample_id not in scores:
             continue
-        before = run.steps[: steps_before_evidence(run, evidence_sentences(sample))]
-        notes = [s.memory or "" for s in before if s.kind == "update"]
-        named = [n for n in notes if key.group(1) in n]
         right = json.loads(scores[run.sample_id]).get("match_all") == 100.0
-        out.append((bool(named), any(CLAIMED_NUMBER.search(n) for n in named), right))
+        out.append((*claim, right))
     return out
+
+
+def claim_before_evidence(run: Run, sample: Sample) -> tuple[bool, bool] | None:
+    """Whether the notes written before the needle was shown name the question's key, and
+    whether such notes claim a number for it; None for a question with no RULER key."""
+    key = KEY.search(sample.question)
+    if key is None:
+        return None
+    before = run.steps[: steps_before_evidence(run, evidence_sentences(sample))]
+    named = [s.memory for s in before if s.kind == "update" and key.group(1) in (s.memory or "")]
+    return bool(named), any(CLAIMED_NUMBER.search(n or "") for n in named)
 
 
 def main() -> None:

@@ -1,0 +1,52 @@
+"""recipes/smollm2/filler_claims.py: the count the campaign quotes on claims made before the
+needle (stages grpo26b and grpo26c)."""
+
+import importlib.util
+from pathlib import Path
+
+from longread.agents.memagent import NO_MEMORY
+from longread.data.records import Sample
+from longread.trace import Run, Step
+
+SCRIPT = Path(__file__).parent.parent / "recipes" / "smollm2" / "filler_claims.py"
+spec = importlib.util.spec_from_file_location("filler_claims", SCRIPT)
+filler_claims = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(filler_claims)
+
+NEEDLE = "One of the special magic numbers for sunny-ivory is: 6474708."
+SAMPLE = Sample(
+    "s1",
+    "What is the special magic number for sunny-ivory mentioned in the provided text?",
+    f"Filler about kettles.\n{NEEDLE}",
+    ["6474708"],
+    {},
+)
+
+
+def reading(*notes: str) -> Run:
+    """A run that read the filler section, then the needle's, writing ``notes`` after each."""
+    sections = ["Filler about kettles.", NEEDLE]
+    steps = [
+        Step(kind="update", step=i, messages=[{"role": "user", "content": f"Section:\n{text}"}],
+             reply=n, finish_reason="stop", prompt_tokens=1, completion_tokens=1, seconds=0.0,
+             memory=n)
+        for i, (text, n) in enumerate(zip(sections, notes, strict=True))
+    ]  # fmt: skip
+    return Run(agent="memagent", question=SAMPLE.question, answer="", final_reply="",
+               boxed=False, steps=steps, seconds=0.0)  # fmt: skip
+
+
+def test_notes_naming_the_key_before_the_needle_are_a_claim_with_or_without_a_number():
+    made_up = "The special magic number for sunny-ivory mentioned in the provided text is 11."
+    worded = "The special magic number for sunny-ivory mentioned in the provided text is none."
+    assert filler_claims.claim_before_evidence(reading(made_up, NEEDLE), SAMPLE) == (True, True)
+    assert filler_claims.claim_before_evidence(reading(worded, NEEDLE), SAMPLE) == (True, False)
+
+
+def test_the_key_written_at_the_needles_section_is_no_claim():
+    assert filler_claims.claim_before_evidence(reading(NO_MEMORY, NEEDLE), SAMPLE) == (
+        False,
+        False,
+    )
+    filler = "Kettles dream slowly."
+    assert filler_claims.claim_before_evidence(reading(filler, NEEDLE), SAMPLE) == (False, False)
