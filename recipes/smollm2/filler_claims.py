@@ -11,7 +11,7 @@ special magic number for sunny-ivory mentioned in the provided text?"). Filler n
 it, so such notes are a claim made before the evidence: "The special magic number for
 sunny-ivory mentioned in the provided text is 11." (stage grpo26b) or "... is no previous
 memory" (grpo26c). It prints how many samples had one, how many of those ended in a number,
-and the accuracy (RULER's match_all) with and without one.
+and the accuracy (the headline metric, RULER's match_all) with and without one.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sqlite3
 import sys
 from pathlib import Path
 
 from longread.data.evidence import evidence_sentences
 from longread.data.loaders import data_files, load_files
 from longread.data.records import Sample
+from longread.eval.compare import is_right
+from longread.eval.store import DONE, RunStore
 from longread.trace import Run
 from longread.train.rewards import steps_before_evidence
 
@@ -41,16 +42,14 @@ def claims(run_dir: Path) -> list[tuple[bool, bool, bool]]:
     data = run_dir / json.loads(config.read_text())["data"]
     files = data_files(str(data)) if data.is_dir() else [data]
     samples = {s.id: s for s in load_files(files)}
-    with sqlite3.connect(run_dir / "results.sqlite") as db:
-        scores = dict(db.execute("select sample_id, score from results where status = 'done'"))
+    with RunStore(run_dir) as store:
+        right = {r.sample_id: is_right(r, "headline") for r in store.results() if r.status == DONE}
     out = []
     for trace in sorted((run_dir / "traces").glob("*.json")):
         run = Run.load(trace)
         claim = claim_before_evidence(run, samples[run.sample_id or ""])
-        if claim is None or run.sample_id not in scores:
-            continue
-        right = json.loads(scores[run.sample_id]).get("match_all") == 100.0
-        out.append((*claim, right))
+        if claim is not None and run.sample_id in right:
+            out.append((*claim, right[run.sample_id]))
     return out
 
 
