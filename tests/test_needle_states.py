@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from longread.trace import Run, Step
+
 SCRIPT = Path(__file__).parent.parent / "recipes" / "smollm2" / "needle_states.py"
 spec = importlib.util.spec_from_file_location("needle_states", SCRIPT)
 needle_states = importlib.util.module_from_spec(spec)
@@ -35,22 +37,25 @@ def test_a_near_number_counts_as_a_miscopy():
     assert needle_states.how_written(reply, "4720519") == "miscopied"
 
 
-def _update(notes: str, section: str, reply: str) -> dict:
+def _update(notes: str, section: str, reply: str) -> Step:
     content = f"Question\n\nMemory:\n{notes}\n\nSection:\n{section}\n"
-    return {"kind": "update", "messages": [{"role": "user", "content": content}], "reply": reply}
+    return Step(kind="update", step=0, messages=[{"role": "user", "content": content}],
+                reply=reply, finish_reason="stop", prompt_tokens=1, completion_tokens=1,
+                seconds=0.0)  # fmt: skip
 
 
 def test_the_needles_story_is_read_at_the_section_that_holds_it():
     needle = "The special magic number is 4720519."
-    trace = {
-        "steps": [
-            _update("No previous memory", "Filler about kettles.", "Kettles dream slowly."),
-            _update("Kettles dream slowly.", f"More filler. {needle}", "Kettles dream slowly."),
-            _update("Kettles dream slowly.", "Last filler.", "Kettles dream slowly."),
-            {"kind": "final", "messages": [], "reply": "\\boxed{kettles}"},
-        ]
-    }
-    states = needle_states.sample_states(trace, "4720519")
+    steps = [
+        _update("No previous memory", "Filler about kettles.", "Kettles dream slowly."),
+        _update("Kettles dream slowly.", f"More filler. {needle}", "Kettles dream slowly."),
+        _update("Kettles dream slowly.", "Last filler.", "Kettles dream slowly."),
+        Step(kind="final", step=3, messages=[], reply="\\boxed{kettles}", finish_reason="stop",
+             prompt_tokens=1, completion_tokens=1, seconds=0.0),
+    ]  # fmt: skip
+    run = Run(agent="memagent", question="q", answer="kettles", final_reply="", boxed=True,
+              steps=steps, seconds=0.0)  # fmt: skip
+    states = needle_states.sample_states(run, "4720519")
     assert states == {
         "state": "notes with filler",
         "written": "skipped",

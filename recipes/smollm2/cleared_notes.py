@@ -14,15 +14,13 @@ were answered right (the run's headline metric, as `longread eval compare` count
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
 from longread.agents.memagent import NOTES_UNRELATED
-from longread.eval.compare import is_right
-from longread.eval.store import DONE, RunStore
-from longread.trace import Run
+from longread.errors import UsageError
+from longread.eval.traced import traced_samples
 
 WORD = re.compile(r"[a-z0-9]{3,}")
 # A supporting sentence counts as held when this share of its words is in the cleared notes:
@@ -45,41 +43,21 @@ def holds_evidence(notes: str, evidence: list[str], answers: list[str]) -> bool:
     return any(answer.lower() in notes.lower() for answer in answers if len(answer) > 2)
 
 
-def samples(run_dir: Path) -> dict[str, dict]:
-    """The run's data records by id (the data file its config.json names, relative to it)."""
-    config = json.loads((run_dir / "config.json").read_text())
-    data = (run_dir / config["data"]).resolve()
-    if not data.is_file():
-        sys.exit(f"cleared_notes.py: {run_dir}'s data {data} is missing")
-    with data.open() as lines:
-        return {record["id"]: record for record in map(json.loads, lines)}
-
-
 def count(run_dir: Path) -> dict[str, int]:
     """Updates cleared, those that cleared evidence, and samples with such a clear (right)."""
-    if not (run_dir / "config.json").is_file():
-        sys.exit(f"cleared_notes.py: {run_dir} is not an eval run folder (no config.json)")
-    with RunStore(run_dir) as store:
-        right = {r.sample_id: is_right(r, "headline") for r in store.results() if r.status == DONE}
-    records = samples(run_dir)
     out = dict.fromkeys(("traced", "updates", "cleared", "evidence", "samples", "right"), 0)
-    for trace in sorted((run_dir / "traces").glob("*.json")):
-        run = Run.load(trace)
-        if run.sample_id not in right:
-            continue
-        record = records[run.sample_id]
-        answers = record["answers"] if isinstance(record["answers"], list) else [record["answers"]]
-        evidence = record.get("meta", {}).get("evidence", [])
-        updates = [step for step in run.steps if step.kind == "update"]
+    for traced in traced_samples(run_dir):
+        evidence, answers = traced.sample.meta.get("evidence", []), traced.sample.answers
+        updates = [step for step in traced.run.steps if step.kind == "update"]
         cleared = [step for step in updates if NOTES_UNRELATED in step.flags]
-        lost = [step for step in cleared if holds_evidence(step.reply or "", evidence, answers)]
+        held = [s for s in cleared if holds_evidence(s.reply or "", evidence, answers)]
         out["traced"] += 1
         out["updates"] += len(updates)
         out["cleared"] += len(cleared)
-        out["evidence"] += len(lost)
-        if lost:
+        out["evidence"] += len(held)
+        if held:
             out["samples"] += 1
-            out["right"] += int(right[run.sample_id])
+            out["right"] += int(traced.right)
     return out
 
 
@@ -89,7 +67,10 @@ def main() -> None:
     print("| run | traced | updates | cleared | cleared evidence | samples (right) |")
     print("|---|---:|---:|---:|---:|---:|")
     for run_dir in parser.parse_args().runs:
-        c = count(run_dir)
+        try:
+            c = count(run_dir)
+        except UsageError as exc:
+            sys.exit(f"cleared_notes.py: {exc}")
         print(
             f"| {run_dir.name} | {c['traced']} | {c['updates']} | {c['cleared']} "
             f"| {c['evidence']} | {c['samples']} ({c['right']}) |"

@@ -17,16 +17,14 @@ and the accuracy (the headline metric, RULER's match_all) with and without one.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
 from longread.data.evidence import evidence_sentences
-from longread.data.loaders import data_files, load_files
 from longread.data.records import Sample
-from longread.eval.compare import is_right
-from longread.eval.store import DONE, RunStore
+from longread.errors import UsageError
+from longread.eval.traced import traced_samples
 from longread.trace import Run
 from longread.train.rewards import steps_before_evidence
 
@@ -36,20 +34,11 @@ CLAIMED_NUMBER = re.compile(r"\bis:? \d")
 
 def claims(run_dir: Path) -> list[tuple[bool, bool, bool]]:
     """(claim before the evidence, the claim holds a number, answered right) per sample."""
-    config = run_dir / "config.json"
-    if not config.is_file():
-        sys.exit(f"filler_claims.py: {run_dir} is not an eval run folder (no config.json)")
-    data = run_dir / json.loads(config.read_text())["data"]
-    files = data_files(str(data)) if data.is_dir() else [data]
-    samples = {s.id: s for s in load_files(files)}
-    with RunStore(run_dir) as store:
-        right = {r.sample_id: is_right(r, "headline") for r in store.results() if r.status == DONE}
     out = []
-    for trace in sorted((run_dir / "traces").glob("*.json")):
-        run = Run.load(trace)
-        claim = claim_before_evidence(run, samples[run.sample_id or ""])
-        if claim is not None and run.sample_id in right:
-            out.append((*claim, right[run.sample_id]))
+    for traced in traced_samples(run_dir):
+        claim = claim_before_evidence(traced.run, traced.sample)
+        if claim is not None:
+            out.append((*claim, traced.right))
     return out
 
 
@@ -68,7 +57,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path)
     for run_dir in parser.parse_args().runs:
-        rows = claims(run_dir)
+        try:
+            rows = claims(run_dir)
+        except UsageError as exc:
+            sys.exit(f"filler_claims.py: {exc}")
         claimed = [r for r in rows if r[0]]
         clean = [r for r in rows if not r[0]]
         print(

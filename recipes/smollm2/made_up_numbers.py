@@ -13,31 +13,21 @@ before the needle came.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from statistics import mean
 
-from longread.data.loaders import data_files, load_files
-from longread.trace import Run
+from longread.errors import UsageError
+from longread.eval.traced import traced_samples
 from longread.train.rewards import unsupported_note_share
 
 
 def shares(run_dir: Path) -> list[float]:
     """The made-up-number share of every traced sample of an eval run folder."""
-    config = run_dir / "config.json"
-    if not config.is_file():
-        sys.exit(f"made_up_numbers.py: {run_dir} is not an eval run folder (no config.json)")
-    data = run_dir / json.loads(config.read_text())["data"]
-    # a run names its data file, or the folder of its files (check_stage.sh's sets)
-    files = data_files(str(data)) if data.is_dir() else [data]
-    samples = {s.id: s for s in load_files(files)}
     out = []
-    for trace in sorted((run_dir / "traces").glob("*.json")):
-        run = Run.load(trace)
-        sample = samples[run.sample_id or ""]
-        document = f"{sample.context}\n{sample.question}"
-        out.append(unsupported_note_share(run, document, sample.answers))
+    for traced in traced_samples(run_dir):
+        document = f"{traced.sample.context}\n{traced.sample.question}"
+        out.append(unsupported_note_share(traced.run, document, traced.sample.answers))
     return out
 
 
@@ -45,7 +35,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path)
     for run_dir in parser.parse_args().runs:
-        found = shares(run_dir)
+        try:
+            found = shares(run_dir)
+        except UsageError as exc:
+            sys.exit(f"made_up_numbers.py: {exc}")
         if not found:
             print(f"{run_dir.name}: no traces")
             continue

@@ -16,16 +16,16 @@ made-up answer check reads number needles).
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import sqlite3
 import sys
 from collections import Counter
 from difflib import SequenceMatcher
 from pathlib import Path
 
 from longread.agents.memagent import NO_MEMORY
-from longread.data.loaders import data_files, load_files
+from longread.errors import UsageError
+from longread.eval.traced import traced_samples
+from longread.trace import Run
 
 # a sentence that gives "the ... number" a value: a made-up answer when it is not the gold's
 CLAIM = re.compile(r"number[^.]*?\b(\d+)\b")
@@ -58,48 +58,48 @@ def how_written(reply: str, gold: str) -> str:
     return "miscopied" if max(near, default=0.0) >= NEAR_COPY else "skipped"
 
 
-def sample_states(trace: dict, gold: str) -> dict[str, object] | None:
-    """The needle's story in one trace, or None when no section holds ``gold``."""
-    updates = [s for s in trace["steps"] if s["kind"] == "update"]
+def sample_states(run: Run, gold: str) -> dict[str, object] | None:
+    """The needle's story in one traced run, or None when no section holds ``gold``."""
+    updates = [step for step in run.steps if step.kind == "update"]
     for index, step in enumerate(updates):
-        prompt = step["messages"][0]["content"]
+        prompt = step.messages[0]["content"]
         if gold in prompt.split("Section:", 1)[1]:
             return {
                 "state": notes_state(notes_shown(prompt), gold),
-                "written": how_written(step["reply"], gold),
-                "kept": gold in updates[-1]["reply"],
+                "written": how_written(step.reply, gold),
+                "kept": gold in updates[-1].reply,
                 "section": index,
                 "sections": len(updates),
             }
     return None
 
 
+def count(run_dir: Path) -> Counter[str]:
+    """How many of the run's finished samples met the needle in each state, and how many
+    were right."""
+    counts: Counter[str] = Counter()
+    for traced in traced_samples(run_dir, metric="sub_em"):
+        states = sample_states(traced.run, traced.sample.answers[0])
+        if states is None:
+            continue
+        counts[f"{states['state']}: needle {states['written']}"] += 1
+        if states["written"] == "written" and not states["kept"]:
+            counts["needle written, then dropped"] += 1
+        counts["right" if traced.right else "wrong"] += 1
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="eval run folders")
     for run in parser.parse_args().runs:
-        if not (run / "results.sqlite").is_file():
-            sys.exit(f"needle_states.py: {run} is not an eval run folder (no results.sqlite)")
-        counts: Counter[str] = Counter()
-        # eval run folders name their data relative to themselves (absolute in older ones)
-        data = str(run / json.loads((run / "config.json").read_text())["data"])
-        files = data_files(data) if Path(data).is_dir() else [Path(data)]
-        golds = {sample.id: sample.answers[0] for sample in load_files(files)}
-        with sqlite3.connect(run / "results.sqlite") as db:
-            rows = db.execute("select sample_id, score from results where status = 'done'")
-            for sample_id, score in rows.fetchall():
-                trace = json.loads((run / "traces" / f"{sample_id}.json").read_text())
-                states = sample_states(trace, golds[sample_id])
-                if states is None:
-                    continue
-                right = bool(json.loads(score).get("sub_em"))
-                counts[f"{states['state']}: needle {states['written']}"] += 1
-                if states["written"] == "written" and not states["kept"]:
-                    counts["needle written, then dropped"] += 1
-                counts["right" if right else "wrong"] += 1
+        try:
+            counts = count(run)
+        except UsageError as exc:
+            sys.exit(f"needle_states.py: {exc}")
         print(f"{run}:")
-        for name, count in sorted(counts.items()):
-            print(f"  {name}: {count}")
+        for name, number in sorted(counts.items()):
+            print(f"  {name}: {number}")
 
 
 if __name__ == "__main__":
