@@ -182,3 +182,19 @@ def test_a_resume_may_change_how_the_update_uses_memory_but_not_what_it_computes
     config.optim.lr *= 2
     with pytest.raises(UsageError, match="sections optim differ"):
         check_same_run(saved, config, tmp_path)
+
+
+def test_a_resume_may_stop_or_start_keeping_rollouts(tmp_path: Path) -> None:
+    """``run.save_rollouts`` decides what the run keeps for reading, not what it trains."""
+    from longread.train.runconfig import check_same_run
+
+    config = TrainConfig.from_dict({"data": {"train": [str(tmp_path / "train.jsonl")]}})
+    saved = config.to_dict()
+    del saved["run"]["save_rollouts"]  # a run folder from before the option: kept none
+    config.run.save_rollouts = False
+    check_same_run(saved, config, tmp_path)  # accepted
+    config.run.save_rollouts = True
+    check_same_run(saved, config, tmp_path)  # accepted
+    config.run.seed += 1
+    with pytest.raises(UsageError, match="sections run differ"):
+        check_same_run(saved, config, tmp_path)

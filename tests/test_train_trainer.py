@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")  # the 'train' extra; `make install` always
 
 from longread.train.checkpoint import Position, latest_checkpoint  # noqa: E402
 from longread.train.config import TrainConfig, describe_defaults  # noqa: E402
+from longread.train.run_folder import read_rollouts  # noqa: E402
 from longread.train.session import load_policy, policy_tokenizer  # noqa: E402
 from longread.train.trainer import METRICS_FILE, Trainer  # noqa: E402
 
@@ -106,6 +107,16 @@ def test_two_grpo_steps_train_the_adapter_with_the_reference_loss(
         assert {r.step for r in trainer.last_rows} == {0, 1, 2}
         assert record["dropped_groups"] == 0 and record["rows"] == 12
         assert any(r.advantage != 0 for r in trainer.last_rows)
+        # The step's rollouts are kept for reading, with the advantages the update used.
+        saved = read_rollouts(trainer.out, number)
+        assert [(line["group"], line["k"]) for line in saved] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+        used = {(r.rollout, r.step): r.advantage for r in trainer.last_rows}
+        assert {
+            (step["run_id"], i): line["advantages"][i]
+            for line in saved
+            for i, step in enumerate(line["run"]["steps"])
+        } == used
+        assert not any("tokens" in step for line in saved for step in line["run"]["steps"])
         changed = [n for n in after if not torch.equal(before[n], after[n])]
         assert any("lora_B" in n for n in changed), f"step {number} changed nothing"
         # The loss the trainer optimised equals the formula on the pre-update weights.

@@ -250,6 +250,12 @@ class RunSection:
         "one adapter serves both orders; 0 = the agent's own order only",
     )
     keep_checkpoints: int = option(2, "checkpoints kept (the newest ones)")
+    save_rollouts: bool = option(
+        True,
+        "grpo: keep every step's rollouts (each run's steps without token ids, its reward, "
+        "its advantages, its group) in rollouts/step-NNNNNN.jsonl.gz, to read what a stage "
+        "learnt on; a resume may change it",
+    )
     threads: int = option(0, "torch CPU threads; 0 = torch's default")
 
 

@@ -256,6 +256,27 @@ def reward_record(credit: Sequence[GroupCredit]) -> dict[str, Any]:
     }
 
 
+def rollout_lines(rollouts: Rollouts) -> list[dict[str, Any]]:
+    """One JSON-ready line per rollout of the step, in the order they ran: its group and
+    sample, reward, the judge's verdict, advantages, whether the group was dropped as
+    degenerate, and the run (its steps without token ids, which only the update reads)."""
+    lines = []
+    for group, (sample, runs, credit) in enumerate(
+        zip(rollouts.samples, rollouts.runs, rollouts.credit, strict=True)
+    ):
+        for k, run in enumerate(runs):
+            trace = run.to_dict()
+            for step in trace["steps"]:
+                step.pop("tokens", None)
+            lines.append({
+                "group": group, "k": k, "sample_id": sample.id,
+                "reward": credit.rewards[k], "correct": credit.correct[k],
+                "advantages": credit.advantages[k], "degenerate": credit.degenerate,
+                "run": trace,
+            })  # fmt: skip
+    return lines
+
+
 def rollout_record(rollouts: Rollouts) -> dict[str, Any]:
     """What the step's metrics say about its rollouts: reward (`reward_record`), memory
     length, format errors, tokens."""

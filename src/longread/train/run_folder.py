@@ -3,12 +3,15 @@ published adapter.
 
 Layout: ``config.json`` (a resumed run must have the same one), ``checkpoints/step-NNNNNN``,
 ``metrics.jsonl`` (one line per step), ``eval.jsonl`` (one line per evaluation),
-``metrics.png``, and for LoRA ``adapter.gguf`` (llama.cpp) and ``adapter/`` (peft).
+``metrics.png``, ``rollouts/step-NNNNNN.jsonl.gz`` (each GRPO step's rollouts), and for LoRA
+``adapter.gguf`` (llama.cpp) and ``adapter/`` (peft).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,7 @@ EVAL_FILE = "eval.jsonl"
 PLOT_FILE = "metrics.png"
 ADAPTER_GGUF = "adapter.gguf"
 CHECKPOINTS = "checkpoints"
+ROLLOUTS = "rollouts"
 
 
 class RunFolder:
@@ -76,6 +80,17 @@ class RunFolder:
     def append_metrics(self, record: dict[str, Any]) -> None:
         metrics.append_line(self.out / METRICS_FILE, record)
 
+    def save_rollouts(self, step: int, lines: list[dict[str, Any]]) -> Path:
+        """Write step ``step``'s rollout lines (:func:`~longread.train.rollouts.rollout_lines`)
+        as gzipped JSON lines, atomically: a step run again after a resume replaces them."""
+        path = rollouts_path(self.out, step)
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with gzip.open(tmp, "wt", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+        os.replace(tmp, path)
+        return path
+
     def append_eval(self, step: int, result: dict[str, Any]) -> None:
         """Record an evaluation once: a resumed run may evaluate a step again."""
         done = {r["step"] for r in metrics.read_lines(self.out / EVAL_FILE)}
@@ -84,3 +99,14 @@ class RunFolder:
 
     def plot(self) -> None:
         metrics.plot(self.out / METRICS_FILE, self.out / EVAL_FILE, self.out / PLOT_FILE)
+
+
+def rollouts_path(out: str | Path, step: int) -> Path:
+    """Where the run in ``out`` keeps step ``step``'s rollouts."""
+    return Path(out) / ROLLOUTS / f"step-{step:06d}.jsonl.gz"
+
+
+def read_rollouts(out: str | Path, step: int) -> list[dict[str, Any]]:
+    """Step ``step``'s saved rollout lines of the run in ``out``."""
+    with gzip.open(rollouts_path(out, step), "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle]

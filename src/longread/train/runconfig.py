@@ -27,6 +27,8 @@ DATA = ("train", "eval")
 # Optim settings a resume may change: how the update is split up and what it keeps in memory,
 # not what it computes (micro-batches accumulate into one token mean).
 MEMORY_ONLY = ("micro_batch", "gradient_checkpointing")
+# Run settings a resume may change: how long it runs, what it keeps for reading afterwards.
+RESUME_MAY_CHANGE = ("steps", "save_rollouts")
 _NOT_PATHS = ("", ModelSection.path)  # the bundled model's name, "smollm2", is no path
 
 
@@ -66,7 +68,8 @@ def _map_paths(saved: dict[str, Any], change: Callable[[str], str]) -> dict[str,
 
 def check_same_run(saved: dict[str, Any], config: TrainConfig, run: str | Path) -> None:
     """Refuse to resume the run in ``run`` (its ``config.json``: ``saved``) with another
-    ``config``. ``run.steps`` may differ (a finished run can be extended), and so may the
+    ``config``. ``run.steps`` may differ (a finished run can be extended), so may
+    ``run.save_rollouts`` (what it keeps for reading, not what it computes), and so may the
     :data:`MEMORY_ONLY` settings (a run that ran out of memory resumes with smaller
     micro-batches); data is compared by content where the saved config has its hashes (else
     by path, as it was saved)."""
@@ -77,7 +80,8 @@ def check_same_run(saved: dict[str, Any], config: TrainConfig, run: str | Path) 
         for part in DATA:
             theirs["data"][part] = hashes.get(part)
             mine["data"][part] = [data_hash(path) for path in getattr(config.data, part)]
-    theirs["run"]["steps"] = mine["run"]["steps"] = None
+    for name in RESUME_MAY_CHANGE:
+        theirs["run"][name] = mine["run"][name] = None
     for name in MEMORY_ONLY:  # they change memory and speed, not what the run computes
         theirs["optim"][name] = mine["optim"][name] = None
     changed = sorted(name for name in mine if mine.get(name) != theirs.get(name))

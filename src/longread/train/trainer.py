@@ -40,6 +40,7 @@ from .rollouts import (
     agent_config,
     collect_rollouts,
     merge,
+    rollout_lines,
     rollout_record,
     rollout_rows,
 )
@@ -155,6 +156,8 @@ class Trainer:
         rollouts, refilled = self._rollouts(position, number)
         rollout_seconds = time.perf_counter() - started
         rows, dropped = rollout_rows(self.config, rollouts)
+        if self.config.run.save_rollouts:
+            self.folder.save_rollouts(number, rollout_lines(rollouts))
         clock = time.perf_counter()
         # torch on the compute thread, where llama.cpp rollouts run too (see compute_thread).
         old, ref = compute_thread.call(self.updater.old_logprobs, rows)
