@@ -369,3 +369,75 @@ def test_the_trainer_config_turns_off_credit_before_the_evidence():
 
     assert credit() == [[0.5, 0.5, 0.5], [-0.5, -0.5, -0.5]]  # the papers' broadcast
     assert credit(credit_before_evidence=False) == [[0.0, 0.5, 0.5], [0.0, -0.5, -0.5]]
+
+
+# --- a per-turn term for notes the sections do not hold -------------------------------------
+
+CLAIM_QUESTION = "What is the special magic number for calm-planet mentioned in the text?"
+
+
+async def grounded_rollout(first_note: str) -> Run:
+    """A real memagent run with grounded notes over a filler section, then the needle's: the
+    scripted model writes ``first_note`` at the filler and copies the needle at its section.
+    Whether the first update is flagged ``notes_ungrounded`` is the agent's own check."""
+    from collections.abc import Sequence
+
+    from longread.agents.memagent import MemAgent, MemAgentConfig
+    from longread.llm.base import Message
+    from longread.text.chunking import Chunk
+
+    from .scripted import ScriptedBackend, WordTokenizer
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return "\\boxed{8981983}"
+        return NEEDLE if "8981983" in prompt.split("Section:", 1)[1] else first_note
+
+    tok = WordTokenizer()
+    sections = ["The hills were quiet that year.", NEEDLE]
+    chunks = [Chunk(i, t, tok.count(t)) for i, t in enumerate(sections)]
+    agent = MemAgent(ScriptedBackend([reply] * 3), tok, MemAgentConfig(grounded_notes=True))
+    return await agent.run(CLAIM_QUESTION, chunks)
+
+
+async def test_a_claim_before_the_needle_loses_against_the_rollout_that_wrote_none():
+    """Both rollouts find the needle, so the outcome cannot tell them apart (a degenerate group
+    the papers drop). The one that claimed a value at the filler section is cut by grounded
+    notes; with the penalty that update is pushed down and the other's "No previous memory"
+    up, by half the weight each (half the group was flagged there), and nothing else moves."""
+    from longread.trace import NOTES_UNGROUNDED
+    from longread.train.credit import group_credit
+
+    claimed = await grounded_rollout("The special magic number for calm-planet is 11.")
+    honest = await grounded_rollout(NO_MEMORY)
+    assert NOTES_UNGROUNDED in claimed.steps[0].flags
+    assert not any(NOTES_UNGROUNDED in s.flags for s in honest.steps)
+    plain = group_credit([claimed, honest], ["8981983"])
+    assert plain.degenerate and plain.advantages == [[0.0] * 3, [0.0] * 3]
+    turned = group_credit([claimed, honest], ["8981983"], ungrounded_penalty=0.4)
+    assert turned.advantages == [[-0.2, 0.0, 0.0], [0.2, 0.0, 0.0]]
+    assert turned.rewards == plain.rewards and not turned.degenerate
+    alike = group_credit([claimed, claimed], ["8981983"], ungrounded_penalty=0.4)
+    assert alike.degenerate  # every rollout claimed: nothing to prefer
+
+
+async def test_the_ungrounded_penalty_needs_grounded_notes_and_reaches_the_credit_step():
+    from longread.data.records import Sample
+    from longread.errors import UsageError
+    from longread.train.config import TrainConfig
+    from longread.train.rollouts import credit_of
+
+    raw: dict = {"data": {"train": ["unused.jsonl"]}, "reward": {"ungrounded_penalty": 0.4}}
+    with pytest.raises(UsageError, match="grounded_notes = true"):
+        TrainConfig.from_dict(raw).check()
+    raw["agent"] = {"options": {"grounded_notes": True}}
+    config = TrainConfig.from_dict(raw)
+    config.check()  # accepted
+    sample = Sample("s1", CLAIM_QUESTION, f"The hills were quiet that year.\n{NEEDLE}", ["8981983"])
+    runs = [await grounded_rollout("The special magic number for calm-planet is 11."),
+            await grounded_rollout(NO_MEMORY)]  # fmt: skip
+    assert credit_of(config, sample, runs).advantages == [[-0.2, 0.0, 0.0], [0.2, 0.0, 0.0]]
+    raw["reward"] = {"ungrounded_penalty": -1.0}
+    with pytest.raises(UsageError, match="sizes: 0 or more"):
+        TrainConfig.from_dict(raw).check()

@@ -150,6 +150,13 @@ class RewardSection:
         "(what a rollout wrote at filler sections is neither paid nor blamed by the outcome; "
         "true = the papers' broadcast to every conversation)",
     )
+    ungrounded_penalty: float = option(
+        0.0,
+        "with agent.options.grounded_notes: an update whose notes about the question the "
+        "sections read do not hold (flagged notes_ungrounded, such as a value claimed before "
+        "the needle) loses this much advantage against its group's updates at the same step "
+        "that wrote none, centred as ReMemR1's step term (0 = the papers' outcome-only credit)",
+    )
 
 
 @dataclass
@@ -357,11 +364,18 @@ class TrainConfig:
 
     def _check_gate_rewards(self) -> None:
         terms = (self.reward.early_exit_penalty, self.reward.skip_bonus)
-        if min(*terms, self.reward.unsupported_penalty) < 0:
+        sizes = (*terms, self.reward.unsupported_penalty, self.reward.ungrounded_penalty)
+        if min(sizes) < 0:
             raise UsageError(
-                "reward.early_exit_penalty, skip_bonus and unsupported_penalty are sizes: 0 or more"
+                "reward.early_exit_penalty, skip_bonus, unsupported_penalty and "
+                "ungrounded_penalty are sizes: 0 or more"
             )
         options = self.agent.options
+        if self.reward.ungrounded_penalty > 0 and not options.get("grounded_notes"):
+            raise UsageError(
+                "reward.ungrounded_penalty reads the grounded-notes check: set "
+                "agent.options = { grounded_notes = true }"
+            )
         if max(terms) > 0 and not (options.get("exit_gate") or options.get("exit_probe")):
             raise UsageError(
                 "reward.early_exit_penalty / skip_bonus reward the exit gate: set "

@@ -24,7 +24,7 @@ from functools import partial
 from typing import cast
 
 from ..errors import UsageError
-from ..trace import FORMAT_ERROR, Run
+from ..trace import FORMAT_ERROR, NOTES_UNGROUNDED, Run
 from .advantages import (
     broadcast,
     centred_step_terms,
@@ -126,6 +126,7 @@ def group_credit(
     unsupported_penalty: float = 0.0,
     document: str = "",
     credit_before_evidence: bool = True,
+    ungrounded_penalty: float = 0.0,
 ) -> GroupCredit:
     """Score a group and give each conversation of each rollout its advantage
     (:func:`group_advantages`). ``alpha`` None is the paper's (:data:`DEFAULT_ALPHA`).
@@ -138,7 +139,10 @@ def group_credit(
     sentence was shown (:func:`~longread.train.rewards.steps_before_evidence`): the outcome
     then never credits or blames what a rollout wrote at filler sections, such as a claim made
     up before the needle, or the "No previous memory" that was right there (True: the papers'
-    broadcast to every conversation)."""
+    broadcast to every conversation). ``ungrounded_penalty`` adds a per-turn term
+    (:func:`ungrounded_terms`): an update whose notes were cut as ungrounded loses that weight
+    against the group's other updates at the same step, one that wrote none gains it; a
+    group whose outcomes tie still teaches when its updates differ there."""
     check_estimator(estimator)
     reward_fn = reward_function(reward, kind, recall_weight)
     correct = [outcome_reward(run, golds, kind=kind) for run in runs]
@@ -164,6 +168,11 @@ def group_credit(
     if not credit_before_evidence:
         advantages = no_credit_before_evidence(runs, advantages, evidence)
     degenerate = group_is_degenerate(rewards)
+    if ungrounded_penalty:
+        turns = ungrounded_terms(runs, ungrounded_penalty)
+        advantages = [[a + t for a, t in zip(row, terms_of, strict=True)]
+                      for row, terms_of in zip(advantages, turns, strict=True)]  # fmt: skip
+        degenerate = degenerate and not any(t for row in turns for t in row)
     if estimator == "rememr1":
         degenerate = degenerate and group_is_degenerate([sum(s) for s in terms or []])
     elif estimator == "rea":
@@ -181,6 +190,16 @@ def no_credit_before_evidence(
         before = steps_before_evidence(run, evidence)
         masked.append([0.0] * before + list(row[before:]))
     return masked
+
+
+def ungrounded_terms(runs: Sequence[Run], penalty: float) -> list[list[float]]:
+    """``[rollout][step]``: ``-penalty`` x (1 for a step flagged ``notes_ungrounded``, else 0,
+    minus the share of the group's rollouts flagged at that step index), as ReMemR1's step
+    term is centred (:func:`~longread.train.advantages.centred_step_terms`): the updates
+    that made a claim the sections do not hold are pushed down against those that did not,
+    and a step every rollout got alike adds nothing."""
+    flagged = [[float(NOTES_UNGROUNDED in step.flags) for step in run.steps] for run in runs]
+    return [[-penalty * c for c in row] for row in centred_step_terms(flagged)]
 
 
 def exit_gate_term(

@@ -226,6 +226,7 @@ def credit_of(config: TrainConfig, sample: Sample, runs: list[Run]) -> GroupCred
         unsupported_penalty=reward.unsupported_penalty,
         document=f"{sample.context}\n{sample.question}" if reward.unsupported_penalty else "",
         credit_before_evidence=reward.credit_before_evidence,
+        ungrounded_penalty=reward.ungrounded_penalty,
     )
 
 
