@@ -6,7 +6,7 @@ from pathlib import Path
 
 from longread.agents.memagent import NO_MEMORY
 from longread.data.records import Sample
-from longread.trace import Run, Step
+from longread.trace import NOTES_UNGROUNDED, Run, Step
 
 SCRIPT = Path(__file__).parent.parent / "recipes" / "smollm2" / "filler_claims.py"
 spec = importlib.util.spec_from_file_location("filler_claims", SCRIPT)
@@ -50,3 +50,14 @@ def test_the_key_written_at_the_needles_section_is_no_claim():
     )
     filler = "Kettles dream slowly."
     assert filler_claims.claim_before_evidence(reading(filler, NEEDLE), SAMPLE) == (False, False)
+
+
+def test_a_claim_that_grounded_notes_cut_from_the_memory_still_counts():
+    """With --grounded-notes on, the memory after a claim is "No previous memory" again; the
+    model still wrote the claim, which is what the count is about."""
+    made_up = "The special magic number for sunny-ivory mentioned in the provided text is 11."
+    run = reading(made_up, NEEDLE)
+    run.steps[0].memory = NO_MEMORY
+    assert filler_claims.claim_before_evidence(run, SAMPLE) == (False, False)  # never flagged
+    run.steps[0].flags.append(NOTES_UNGROUNDED)
+    assert filler_claims.claim_before_evidence(run, SAMPLE) == (True, True)

@@ -11,7 +11,9 @@ special magic number for sunny-ivory mentioned in the provided text?"). Filler n
 it, so such notes are a claim made before the evidence: "The special magic number for
 sunny-ivory mentioned in the provided text is 11." (stage grpo26b) or "... is no previous
 memory" (grpo26c). It prints how many samples had one, how many of those ended in a number,
-and the accuracy (the headline metric, RULER's match_all) with and without one.
+and the accuracy (the headline metric, RULER's match_all) with and without one. With
+`--grounded-notes on` the agent cuts such a claim from the memory (flag `notes_ungrounded`):
+the claim is then read from the update's reply, what the model wrote.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from longread.data.evidence import evidence_sentences
 from longread.data.records import Sample
 from longread.errors import UsageError
 from longread.eval.traced import traced_samples
-from longread.trace import Run
+from longread.trace import NOTES_UNGROUNDED, Run, Step
 from longread.train.rewards import steps_before_evidence
 
 KEY = re.compile(r"\bfor ([\w-]+)")  # RULER's niah questions: "... number for KEY ..."
@@ -49,8 +51,15 @@ def claim_before_evidence(run: Run, sample: Sample) -> tuple[bool, bool] | None:
     if key is None:
         return None
     before = run.steps[: steps_before_evidence(run, evidence_sentences(sample))]
-    named = [s.memory for s in before if s.kind == "update" and key.group(1) in (s.memory or "")]
-    return bool(named), any(CLAIMED_NUMBER.search(n or "") for n in named)
+    notes = [written_notes(s) for s in before if s.kind == "update"]
+    named = [n for n in notes if key.group(1) in n]
+    return bool(named), any(CLAIMED_NUMBER.search(n) for n in named)
+
+
+def written_notes(step: Step) -> str:
+    """The notes an update wrote: its memory, or its reply where grounded notes cut a note
+    from the memory (what the model claimed, before the cut)."""
+    return step.reply if NOTES_UNGROUNDED in step.flags else step.memory or ""
 
 
 def main() -> None:
