@@ -689,20 +689,37 @@ MEMREREAD_SCRIPTS = [
 ]
 
 
-def scripted_servers(tokenizer: Any, agent: str, index: int, n_chunks: int) -> ScriptedServers:
+# Four MemAgent rollouts read with grounded notes: a value claimed at the filler section (cut
+# from the memory: the notes are about the question, and no section holds "11"), or none;
+# then the needle copied (right) or the claim kept (wrong).
+CLAIM_SCRIPTS = [
+    (["The magic number is 11.", "The number is 4817."], "\\boxed{4817}"),
+    (["Nothing useful yet.", "The number is 4817."], "\\boxed{4817}"),
+    (["The magic number is 11."], "\\boxed{11}"),
+    (["Nothing useful yet."], "\\boxed{1}"),
+]
+
+
+def scripted_servers(
+    tokenizer: Any, agent: str, index: int, n_chunks: int, scripts: list | None = None
+) -> ScriptedServers:
     if agent == "memreread":
         decisions, answer = MEMREREAD_SCRIPTS[index]
         return RoutedServers(tokenizer, decisions, answer)
-    updates, final = MEMAGENT_SCRIPTS[index]
+    updates, final = (scripts or MEMAGENT_SCRIPTS)[index]
     replies = [updates[min(i, len(updates) - 1)] for i in range(n_chunks)]
     return ScriptedServers(tokenizer, [*replies, final])
 
 
 async def verl_group(
-    tokenizer: Any, estimator: str, trace_dir: Path
+    tokenizer: Any,
+    estimator: str,
+    trace_dir: Path,
+    scripts: list | None = None,
+    options: dict[str, Any] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], list[Run]]:
     """One question's four rollouts through the agent loop (as verl's worker stores them)
-    and the runs the loop traced."""
+    and the runs the loop traced; ``scripts`` and agent ``options`` replace the defaults."""
     loop_module, _ = verl_modules()
     from longread.text.chunking import chunk_text
 
@@ -711,9 +728,10 @@ async def verl_group(
     store: dict[str, dict[str, Any]] = {}
     runs = []
     caps = {"decide_tokens": 48} if agent == "memreread" else {}  # the yaml's 256 > 64
+    caps |= options or {}
     for session in range(4):
         loop = build_loop(
-            tokenizer, scripted_servers(tokenizer, agent, session, n_chunks),
+            tokenizer, scripted_servers(tokenizer, agent, session, n_chunks, scripts),
             name=f"longread_{agent}", trace_dir=str(trace_dir),
             step_rewards="none" if estimator == "grpo" else estimator, agent_options=caps,
         )  # fmt: skip
@@ -723,8 +741,11 @@ async def verl_group(
     return store, runs
 
 
-def verl_advantages(store: dict[str, dict[str, Any]], estimator: str, monkeypatch) -> list[float]:
-    """verl's v1 advantage step through the longread trainer, the paper's settings."""
+def verl_advantages(
+    store: dict[str, dict[str, Any]], estimator: str, monkeypatch, longread: dict | None = None
+) -> list[float]:
+    """verl's v1 advantage step through the longread trainer: the paper's settings, or those
+    of ``algorithm.longread``."""
     import transfer_queue
     from omegaconf import OmegaConf
     from transfer_queue import KVBatchMeta
@@ -738,7 +759,7 @@ def verl_advantages(store: dict[str, dict[str, Any]], estimator: str, monkeypatc
     trainer.config = OmegaConf.create({
         "algorithm": {"adv_estimator": f"longread_{estimator}", "use_kl_in_reward": False,
                       "gamma": 1.0, "lam": 1.0, "norm_adv_by_std_in_grpo": False,
-                      "rollout_correction": None},
+                      "rollout_correction": None, "longread": longread or {}},
         "actor_rollout_ref": {"rollout": {"n": 4}},
     })  # fmt: skip
     keys = sorted(store, key=lambda k: (int(k.split("_")[1]), int(k.split("_")[2])))
@@ -775,6 +796,40 @@ async def test_the_cpu_trainer_and_verl_give_one_group_the_same_advantages(
         assert len({round(a, 6) for a in cpu}) > 2  # a step term (or ReA) moved some apart
     if estimator == "rea":
         assert [len([s for s in r.steps if s.kind == "integrate"]) for r in runs] == [0, 1, 2, 0]
+
+
+async def test_the_per_turn_options_give_the_same_advantages_on_verl_and_the_cpu_trainer(
+    hf_tokenizer, tmp_path, monkeypatch
+):
+    """No credit before the evidence and the ungrounded penalty, read with grounded notes:
+    the loop records, per conversation, whether it came before the needle and whether its
+    claim was cut, and verl's advantage step applies both as the CPU trainer does."""
+    from longread.train.config import TrainConfig
+    from longread.train.rollouts import credit_of
+
+    grounded = {"grounded_notes": True}
+    store, runs = await verl_group(hf_tokenizer, "grpo", tmp_path, CLAIM_SCRIPTS, grounded)
+    options = {"credit_before_evidence": False, "ungrounded_penalty": 0.5}
+    ours = verl_advantages(store, "grpo", monkeypatch, longread=options)
+    config = TrainConfig.from_dict({
+        "data": {"train": ["unused.jsonl"]}, "agent": {"options": grounded},
+        "reward": {"estimator": "grpo", "reward": "strict", **options},
+    })  # fmt: skip
+    credit = credit_of(config, sample_from_row(needle_row()), runs)
+    assert ours == approx([a for rollout in credit.advantages for a in rollout], tol=1e-6)
+    # Four sections, the needle in the third: two filler turns, where only the claims' term
+    # acts, whatever the outcome (rewards 1, 1, 0, 0: +-0.5 from the needle on). A note about
+    # the number at a filler section is cut, even the right value ahead of the needle
+    # (rollout 1's second turn). Turn 0: 2 of 4 claim, -0.5 x (1 - 0.5) against +0.5 x 0.5.
+    # Turn 1: 3 of 4, -0.125 against +0.375. Turn 2 (the needle): rollout 2 still claims 11.
+    assert [len(run.steps) for run in runs] == [5, 5, 5, 5]
+    assert credit.rewards == [1.0, 1.0, 0.0, 0.0]
+    assert credit.advantages == [  # binary fractions: exact
+        [-0.25, -0.125, 0.625, 0.625, 0.5],
+        [0.25, -0.125, 0.625, 0.625, 0.5],
+        [-0.25, -0.125, -0.875, -0.875, -0.5],
+        [0.25, 0.375, -0.375, -0.375, -0.5],
+    ]
 
 
 @pytest.mark.parametrize("name", ["memagent", "rememr1", "memreread"])

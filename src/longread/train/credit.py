@@ -169,9 +169,8 @@ def group_credit(
         advantages = no_credit_before_evidence(runs, advantages, evidence)
     degenerate = group_is_degenerate(rewards)
     if ungrounded_penalty:
-        turns = ungrounded_terms(runs, ungrounded_penalty)
-        advantages = [[a + t for a, t in zip(row, terms_of, strict=True)]
-                      for row, terms_of in zip(advantages, turns, strict=True)]  # fmt: skip
+        turns = ungrounded_terms(ungrounded_flags(runs), ungrounded_penalty)
+        advantages = with_terms(advantages, turns)
         degenerate = degenerate and not any(t for row in turns for t in row)
     if estimator == "rememr1":
         degenerate = degenerate and group_is_degenerate([sum(s) for s in terms or []])
@@ -185,21 +184,40 @@ def no_credit_before_evidence(
 ) -> list[list[float]]:
     """``advantages`` (``[rollout][step]``) with 0 for each run's steps before the first
     evidence sentence was shown (:func:`~longread.train.rewards.steps_before_evidence`)."""
-    masked = []
-    for run, row in zip(runs, advantages, strict=True):
-        before = steps_before_evidence(run, evidence)
-        masked.append([0.0] * before + list(row[before:]))
-    return masked
+    return masked_before(advantages, [steps_before_evidence(run, evidence) for run in runs])
 
 
-def ungrounded_terms(runs: Sequence[Run], penalty: float) -> list[list[float]]:
+def masked_before(
+    advantages: Sequence[Sequence[float]], before: Sequence[int]
+) -> list[list[float]]:
+    """``advantages`` with 0 for rollout i's first ``before[i]`` steps (the CPU trainer's and
+    verl's advantage steps both mask this way)."""
+    return [[0.0] * n + list(row[n:]) for row, n in zip(advantages, before, strict=True)]
+
+
+def ungrounded_flags(runs: Sequence[Run]) -> list[list[bool]]:
+    """``[rollout][step]``: whether grounded notes cut a note from that step's memory."""
+    return [[NOTES_UNGROUNDED in step.flags for step in run.steps] for run in runs]
+
+
+def ungrounded_terms(flagged: Sequence[Sequence[bool]], penalty: float) -> list[list[float]]:
     """``[rollout][step]``: ``-penalty`` x (1 for a step flagged ``notes_ungrounded``, else 0,
     minus the share of the group's rollouts flagged at that step index), as ReMemR1's step
     term is centred (:func:`~longread.train.advantages.centred_step_terms`): the updates
     that made a claim the sections do not hold are pushed down against those that did not,
     and a step every rollout got alike adds nothing."""
-    flagged = [[float(NOTES_UNGROUNDED in step.flags) for step in run.steps] for run in runs]
-    return [[-penalty * c for c in row] for row in centred_step_terms(flagged)]
+    as_floats = [[float(flag) for flag in row] for row in flagged]
+    return [[-penalty * c for c in row] for row in centred_step_terms(as_floats)]
+
+
+def with_terms(
+    advantages: Sequence[Sequence[float]], terms: Sequence[Sequence[float]]
+) -> list[list[float]]:
+    """``advantages + terms``, step by step."""
+    return [
+        [a + t for a, t in zip(row, extra, strict=True)]
+        for row, extra in zip(advantages, terms, strict=True)
+    ]
 
 
 def exit_gate_term(

@@ -52,7 +52,7 @@ from ...text.chunking import Chunk, chunk_text
 from ...text.tokenizer import Tokenizer
 from ...trace import Run
 from ..credit import REWARDS, exit_gate_term, reward_function, step_terms, unsupported_term
-from ..rewards import outcome_reward, reread_count
+from ..rewards import outcome_reward, reread_count, steps_before_evidence
 from . import verl_missing
 from .rows import LOOP_NAME, PAYLOAD_KEY, ConversationOutput, conversation_outputs, sample_from_row
 
@@ -287,7 +287,10 @@ class LongreadAgentLoop(AgentLoopBase):
             outcome -= unsupported_term(run, document, golds, self.unsupported_penalty)
         # The same per-conversation term the CPU trainer's credit step computes.
         steps = None if self.step_rewards == "none" else step_terms(run, golds, self.step_rewards)
-        return conversation_outputs(run, outcome, step_rewards=steps, rereads=reread_count(run))
+        before = steps_before_evidence(run, evidence_sentences(sample))
+        return conversation_outputs(
+            run, outcome, step_rewards=steps, rereads=reread_count(run), before_evidence=before
+        )
 
     def _verl_output(self, output: ConversationOutput, backend: ServerBackend) -> AgentLoopOutput:
         extra: dict[str, Any] = {PAYLOAD_KEY: output.payload, **backend.step_range()}

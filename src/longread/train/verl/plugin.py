@@ -21,8 +21,11 @@ verl must import this module in every process (the trainer and the rollout worke
 actors): set ``VERL_USE_EXTERNAL_MODULES=longread.train.verl.plugin``; ``import verl`` then
 imports it. It imports the agent loop too, so ``longread_agent`` is registered everywhere.
 Settings come from ``algorithm.longread`` (``+algorithm.longread.alpha=0.8``,
-``+algorithm.longread.theta=0.9``, ``+algorithm.longread.std_normalise=true``), the names of the
-CPU trainer's ``[reward]`` settings; absent, the papers' values apply (and no std division).
+``+algorithm.longread.theta=0.9``, ``+algorithm.longread.std_normalise=true``,
+``+algorithm.longread.credit_before_evidence=false``,
+``+algorithm.longread.ungrounded_penalty=0.5``), the names of the CPU trainer's ``[reward]``
+settings; absent, the papers' values apply (and no std division, and every conversation
+credited).
 """
 
 from __future__ import annotations
@@ -95,6 +98,8 @@ def estimate(
         alpha=None if alpha is None or alpha < 0 else float(alpha),  # -1: as the CPU config
         theta=float(section.get("theta", DEFAULT_THETA)),
         std_normalise=bool(section.get("std_normalise", False)),
+        credit_before_evidence=bool(section.get("credit_before_evidence", True)),
+        ungrounded_penalty=float(section.get("ungrounded_penalty", 0.0)),
     )
     scores = torch.tensor(values, dtype=token_level_rewards.dtype, device=response_mask.device)
     advantages = scores.unsqueeze(-1) * response_mask

@@ -19,7 +19,7 @@ from typing import Any
 
 from ...data.records import Sample
 from ...errors import UsageError
-from ...trace import Run
+from ...trace import NOTES_UNGROUNDED, Run
 from ..episodes import training_rows
 
 LOOP_NAME = "longread_agent"  # the agent loop's registered name, and the dataset's agent_name
@@ -51,12 +51,16 @@ def conversation_outputs(
     *,
     step_rewards: Sequence[float] | None = None,
     rereads: int = 0,
+    before_evidence: int = 0,
 ) -> list[ConversationOutput]:
     """One :class:`ConversationOutput` per step of ``run``, in call order.
 
     ``outcome`` is the run's outcome reward (on the last output); ``step_rewards`` one r_t per
     step for ReMemR1's advantage (ALGORITHMS.md section 2), None when the advantage needs
-    none; ``rereads`` MemReread's reread count for ReA (section 3). Raises ValueError when the
+    none; ``rereads`` MemReread's reread count for ReA (section 3); ``before_evidence`` how
+    many of the first steps came before an evidence sentence was shown (each row says whether
+    it is one, and whether grounded notes cut its notes: the advantage step's per-turn
+    options, ``credit_before_evidence`` and ``ungrounded_penalty``). Raises ValueError when the
     run has no token records (run the agent with ``record_tokens=True``), when a conversation
     sampled nothing (an engine cannot place a reward on an empty response), or when the
     step rewards do not match the steps.
@@ -76,6 +80,8 @@ def conversation_outputs(
             "step_reward": None if step_rewards is None else float(step_rewards[t]),
             "rereads": rereads,
             "run_id": run.run_id,
+            "before_evidence": t < before_evidence,
+            "ungrounded": NOTES_UNGROUNDED in step.flags,
         }
         outputs.append(
             ConversationOutput(

@@ -13,7 +13,11 @@ group to the CPU trainer's own credit function
 - ``rea``: MemReread's ReA mixed with its format term (alpha 0.05); alpha 0 is pure ReA.
 
 The step terms are the ones the loop records per conversation (``step_rewards: rememr1`` or
-``rea`` in its config, :func:`~longread.train.credit.step_terms`).
+``rea`` in its config, :func:`~longread.train.credit.step_terms`). The loop also records
+whether each conversation came before the evidence was shown and whether grounded notes cut
+its notes, so the CPU trainer's per-turn options apply here too: ``credit_before_evidence``
+False gives the first kind advantage 0, ``ungrounded_penalty`` adds its centred term
+(:func:`~longread.train.credit.ungrounded_terms`).
 
 Unlike verl's GRPO, a question with a single rollout gets advantage 0 (its reward is its
 mean), as :func:`~longread.train.advantages.grpo_advantages` defines it.
@@ -25,7 +29,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..credit import DEFAULT_THETA, ESTIMATORS, group_advantages, needs_step_terms
+from ..credit import (
+    DEFAULT_THETA,
+    ESTIMATORS,
+    group_advantages,
+    masked_before,
+    needs_step_terms,
+    ungrounded_terms,
+    with_terms,
+)
 from .rows import PAYLOAD_KEY
 
 METHODS = ESTIMATORS
@@ -41,6 +53,8 @@ class SessionRow:
     index: int
     step_reward: float | None = None
     rereads: int | None = None
+    before_evidence: bool = False  # shown before any evidence sentence
+    ungrounded: bool = False  # grounded notes cut a note from its memory
     padding: bool = False  # a row the engine added to fill a batch: advantage 0, no group
 
 
@@ -72,6 +86,8 @@ def session_rows(
                 uid, session, index,
                 step_reward=None if reward is None else float(reward),
                 rereads=None if rereads is None else int(rereads),
+                before_evidence=bool(payload.get("before_evidence", False)),
+                ungrounded=bool(payload.get("ungrounded", False)),
                 padding=bool(padding[i]) if padding is not None else False,
             )
         )  # fmt: skip
@@ -86,10 +102,14 @@ def row_advantages(
     alpha: float | None = None,
     theta: float = DEFAULT_THETA,
     std_normalise: bool = False,
+    credit_before_evidence: bool = True,
+    ungrounded_penalty: float = 0.0,
 ) -> list[float]:
     """One advantage per row, in the rows' order. ``outcomes[i]`` is row i's reward; a
     rollout's outcome is its final (highest-index) row's. ``alpha`` defaults to the method's
-    paper value; ``theta`` is ReA's correctness threshold; ``std_normalise`` applies to grpo.
+    paper value; ``theta`` is ReA's correctness threshold; ``std_normalise`` applies to grpo;
+    ``credit_before_evidence`` and ``ungrounded_penalty`` are the CPU trainer's per-turn
+    options (``[reward]``, :func:`~longread.train.credit.group_credit`).
 
     Raises ValueError when a rollout's conversation indices are not 0..n-1, or when the
     method needs what a row lacks (step rewards for rememr1 and mixed rea, reread counts for
@@ -112,6 +132,12 @@ def row_advantages(
             theta=theta,
             std_normalise=std_normalise,
         )  # fmt: skip
+        if not credit_before_evidence:
+            before = [sum(rows[i].before_evidence for i in positions) for positions in sessions]
+            values = masked_before(values, before)
+        if ungrounded_penalty:
+            flags = [[rows[i].ungrounded for i in positions] for positions in sessions]
+            values = with_terms(values, ungrounded_terms(flags, ungrounded_penalty))
         for positions, session_values in zip(sessions, values, strict=True):
             for position, value in zip(positions, session_values, strict=True):
                 result[position] = value
