@@ -61,3 +61,30 @@ def test_a_claim_that_grounded_notes_cut_from_the_memory_still_counts():
     assert filler_claims.claim_before_evidence(run, SAMPLE) == (False, False)  # never flagged
     run.steps[0].flags.append(NOTES_UNGROUNDED)
     assert filler_claims.claim_before_evidence(run, SAMPLE) == (True, True)
+
+
+def test_a_training_run_is_counted_step_by_step_over_the_rollouts_it_kept(tmp_path):
+    """The rollouts the trainer saved (rollouts/step-NNNNNN.jsonl.gz), read back against the
+    training data its config.json names, relative to the run folder."""
+    import json
+
+    from longread.train.config import TrainConfig
+    from longread.train.credit import GroupCredit
+    from longread.train.rollouts import Rollouts, rollout_lines
+    from longread.train.run_folder import RunFolder
+
+    (tmp_path / "train.jsonl").write_text(json.dumps(SAMPLE.to_dict()) + "\n")
+    run_dir = tmp_path / "run"
+    config = TrainConfig.from_dict({"data": {"train": [str(tmp_path / "train.jsonl")]}})
+    folder = RunFolder(run_dir, config)
+    folder.open()
+    made_up = "The special magic number for sunny-ivory mentioned in the provided text is 11."
+    for step, first in ((1, made_up), (2, NO_MEMORY)):
+        runs = [reading(first, NEEDLE), reading(NO_MEMORY, NEEDLE)]
+        credit = GroupCredit([1.0, 0.0], [1.0, 0.0], [[0.0] * 2] * 2, False)
+        folder.save_rollouts(step, rollout_lines(Rollouts([SAMPLE], [runs], [credit])))
+
+    counts = filler_claims.rollout_claims(run_dir)
+    # step 1: the first rollout claimed (with a number) and was right; the second did not
+    assert counts == {1: [(True, True, True), (False, False, False)],
+                      2: [(False, False, True), (False, False, False)]}  # fmt: skip
