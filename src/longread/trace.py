@@ -59,6 +59,9 @@ NOTES_UNGROUNDED = "notes_ungrounded"
 # focused notes: none of the update's notes was about the question (copied filler); the
 # memory it left was cleared
 NOTES_UNRELATED = "notes_unrelated"
+# exact copies: a value the update's notes nearly copied from the section (a UUID with a few
+# characters dropped) was replaced by the section's in the memory it left
+COPY_REPAIRED = "copy_repaired"
 
 
 @dataclass

@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..citations import Evidence, memory_evidence
+from ..citations.copies import exact_copies
 from ..citations.grounding import exit_grounded, unrelated_notes, without_ungrounded
 from ..errors import UsageError
 from ..llm.base import Message
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
 from ..trace import (
+    COPY_REPAIRED,
     FORMAT_ERROR,
     GATE_EXIT,
     GATE_EXIT_EARLY,
@@ -84,6 +86,11 @@ class MemAgentConfig(SamplingConfig):
     # of its terms; flagged notes_unrelated): copied filler that a small model keeps to the
     # end, so the evidence is never taken in. Off is the papers' memory.
     focused_notes: bool = False
+    # Replace a value an update's notes about the question nearly copied from the section
+    # (a UUID with characters dropped; citations/copies.py; flagged copy_repaired) by the
+    # section's, before grounded notes judge them: a small model's miscopy is otherwise cut
+    # or kept wrong. Off is the papers' memory.
+    exact_copies: bool = False
     min_read: float = 0.0  # share of the chunks read before an exit is honoured
 
     def __post_init__(self) -> None:
@@ -184,11 +191,22 @@ async def update_step(
     else:
         keep_memory(record, text, memory)
     record.sources = ctx.provenance.on_update(memory, record.memory or memory, chunk, question)
+    if config.exact_copies:
+        repair_near_copies(ctx, question, record)
     if config.grounded_notes:
         cut_ungrounded_notes(ctx, question, record)
     if config.focused_notes:
         clear_unrelated_notes(question, record)
     return record
+
+
+def repair_near_copies(ctx: CallContext, question: str, record: Step) -> None:
+    """Write into the memory ``record`` leaves the source's value for each value its notes
+    about ``question`` nearly copied (flagged ``copy_repaired``)."""
+    repaired, fixes = exact_copies(record.memory or "", question, ctx.provenance)
+    if fixes:
+        record.memory = repaired
+        record.flags.append(COPY_REPAIRED)
 
 
 def cut_ungrounded_notes(ctx: CallContext, question: str, record: Step) -> None:
@@ -480,6 +498,12 @@ def run_notes(plan: ChunkPlan, steps: list[Step], memory_cap: int) -> list[str]:
         notes.append(
             f"{cut_notes} update(s) had notes about the question not found in the sections "
             "read: cut from the memory"
+        )
+    repaired = sum(COPY_REPAIRED in s.flags for s in steps)
+    if repaired:
+        notes.append(
+            f"{repaired} update(s) nearly copied a value from the section: the section's "
+            "written in its place"
         )
     cleared = sum(NOTES_UNRELATED in s.flags for s in steps)
     if cleared:

@@ -203,6 +203,11 @@ def agent_options(func: Any) -> Any:
                      help="memagent/memreread: clear a memory none of whose notes shares a "
                           "word with the question (copied filler), so the evidence finds it "
                           "empty (no call) [off: the papers' memory]."),
+        click.option("--exact-copies", type=click.Choice(["on", "off"]), callback=_on_off,
+                     help="memagent/memreread: where an update's note about the question "
+                          "nearly copied a value of the section it came from (a UUID with "
+                          "characters dropped), write the section's value instead (no call) "
+                          "[off: the papers' memory]."),
         click.option("--min-read", type=click.FloatRange(0, 1),
                      help="With --exit-gate or --exit-probe on: the share of the document "
                           "read before an exit is honoured [0]."),
@@ -276,6 +281,7 @@ _TRAINED_WORDS = {
 _READING_WORDS = {
     "grounded_notes": ("grounded notes", "--grounded-notes off"),
     "focused_notes": ("focused notes", "--focused-notes off"),
+    "exact_copies": ("exact copies", "--exact-copies off"),
 }
 
 

@@ -27,6 +27,7 @@ AGENT_SETTINGS_ADDED = {
     "grounded_exit": False,
     "grounded_notes": False,
     "focused_notes": False,
+    "exact_copies": False,
 }
 
 
