@@ -37,9 +37,7 @@ def provenance_of(note: str, section: str = SECTION) -> Provenance:
         ("0c564d3c-9194-4e2ba415-e330da39eecd", UUID),  # a hyphen dropped
     ],
 )
-def test_a_value_nearly_copied_from_its_section_is_written_as_the_section_has_it(
-    written, source
-):
+def test_a_value_nearly_copied_from_its_section_is_written_as_the_section_has_it(written, source):
     note = f"One of the special magic uuids for wise-fox is: {written}."
     repaired, fixes = exact_copies(note, QUESTION, provenance_of(note))
     assert repaired == NEEDLE and fixes == [(written, source)]
@@ -84,9 +82,9 @@ async def test_with_grounded_notes_the_miscopied_needle_is_kept_exact_not_cut():
     sections = ["Filler about kettles.", SECTION, "Last filler."]
     chunks = [Chunk(i, t, tok.count(t)) for i, t in enumerate(sections)]
     miscopy = "One of the special magic uuids for wise-fox is: 0c564d3c-9194-4e2b-a415-e330da39e."
-    cut = await MemAgent(
-        scripted_reading(miscopy), tok, MemAgentConfig(grounded_notes=True)
-    ).run(QUESTION, chunks)
+    cut = await MemAgent(scripted_reading(miscopy), tok, MemAgentConfig(grounded_notes=True)).run(
+        QUESTION, chunks
+    )
     assert NOTES_UNGROUNDED in cut.steps[1].flags and cut.answer == "none"
     exact = await MemAgent(
         scripted_reading(miscopy), tok, MemAgentConfig(grounded_notes=True, exact_copies=True)
