@@ -47,6 +47,20 @@ SAID = (
     "32-token final answers, paper prompts; using them, final answers up to 64 tokens (give "
     "--chunk-tokens/--memory-tokens/--final-tokens/--prompt-set to override)\n"
 )
+# ... and the memory options the shipped adapter reads with (its provenance's reads_with)
+READS = (
+    "longread: the memory adapter reads with grounded notes and focused notes, as it shipped "
+    "(give --grounded-notes off/--focused-notes off for the papers' memory)\n"
+)
+
+
+def settings_said(stderr: str) -> str:
+    """What stderr says about the settings: every line but the run's notes ("note: ...",
+    here focused notes clearing the scripted model's notes, which share no term with the
+    question)."""
+    return "".join(
+        line for line in stderr.splitlines(True) if not line.startswith("longread: note:")
+    )
 
 
 @pytest.fixture
@@ -109,8 +123,9 @@ def test_a_plain_ask_on_the_bundled_model_reads_as_the_adapter_was_trained(model
     result, trace = ask(book, tmp_path)
     # The scripted model's number is nowhere in the filler: flagged, not cited.
     assert result.stdout == "4720519\nSources: none found in the document (unsupported answer)\n"
-    assert result.stderr == SAID  # once, one line
+    assert settings_said(result.stderr) == SAID + READS  # once each, one line each
     assert read_with(trace) == READ
+    assert trace["config"]["grounded_notes"] and trace["config"]["focused_notes"]
     sizes = chunk_sizes(trace)
     assert len(sizes) == 3 and max(sizes) <= 1000  # 5,000-token chunks would be one chunk
     finals = [s for s in trace["steps"] if s["kind"] == "final"]
@@ -121,9 +136,9 @@ def test_flags_given_win_and_only_the_rest_is_said(model, book, tmp_path):
     result, trace = ask(book, tmp_path, "--chunk-tokens", "700", "--final-tokens", "64")
     assert read_with(trace) == {**SHIPPED, "chunk_tokens": 700, "final_tokens": 64}
     assert max(chunk_sizes(trace)) <= 700 and len(chunk_sizes(trace)) == 5
-    assert result.stderr == (
+    assert settings_said(result.stderr) == (
         "longread: the memory adapter was trained with 256-token memory, paper prompts; "
-        "using them (give --memory-tokens/--prompt-set to override)\n"
+        "using them (give --memory-tokens/--prompt-set to override)\n" + READS
     )
 
 
@@ -148,7 +163,7 @@ def test_without_the_adapters_agent_the_agents_own_defaults_hold(
 def test_memreread_reads_its_passes_as_memagent_was_trained(model, book, tmp_path):
     result, trace = ask(book, tmp_path, "--agent", "memreread", "--max-reread", "0")
     assert read_with(trace) == READ
-    assert result.stderr == SAID
+    assert settings_said(result.stderr) == SAID + READS
 
 
 def test_an_adapter_of_your_own_brings_its_settings(model, book, tmp_path):
