@@ -93,3 +93,46 @@ async def test_with_grounded_notes_the_miscopied_needle_is_kept_exact_not_cut():
     assert NOTES_UNGROUNDED not in exact.steps[1].flags
     assert exact.steps[1].memory == NEEDLE and exact.answer == UUID
     assert any("the section's written in its place" in note for note in exact.notes)
+
+
+def answering(answer: str) -> ScriptedBackend:
+    """Takes the needle in whole, then answers ``answer`` from the memory that holds it."""
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return f"\\boxed{{{answer}}}"
+        section = prompt.split("Section:", 1)[1]
+        memory = prompt.split("Memory:\n", 1)[1].split("\n\nSection:", 1)[0]
+        return NEEDLE if "wise-fox" in section else memory
+
+    return ScriptedBackend([reply] * 10)
+
+
+async def test_an_answer_that_nearly_copies_the_memory_is_given_as_the_memory_has_it():
+    """grpo26b's last niah_single_3 8K miss with exact copies: the UUID whole in the memory,
+    its tail dropped in the boxed answer. The answer is repaired, the reply kept as written;
+    off, the miscopy is the answer (the papers' reading)."""
+    tok = WordTokenizer()
+    sections = ["Filler about kettles.", SECTION, "Last filler."]
+    chunks = [Chunk(i, t, tok.count(t)) for i, t in enumerate(sections)]
+    miscopy = "0c564d3c-9194-4e2b-a415-e330da39e"
+    plain = await MemAgent(answering(miscopy), tok, MemAgentConfig()).run(QUESTION, chunks)
+    assert plain.answer == miscopy
+    exact = await MemAgent(answering(miscopy), tok, MemAgentConfig(exact_copies=True)).run(
+        QUESTION, chunks
+    )
+    final = exact.steps[-1]
+    assert exact.answer == UUID and COPY_REPAIRED in final.flags
+    assert miscopy in (final.reply or "") and UUID not in (final.reply or "")
+    assert any("the memory's given" in note for note in exact.notes)
+
+
+async def test_an_answer_not_near_any_value_of_the_memory_is_left_as_written():
+    tok = WordTokenizer()
+    chunks = [Chunk(0, SECTION, tok.count(SECTION))]
+    for answer in ("11", "wise-fox", UUID):  # made up, no value, exact: nothing to repair
+        run = await MemAgent(answering(answer), tok, MemAgentConfig(exact_copies=True)).run(
+            QUESTION, chunks
+        )
+        assert run.answer == answer and COPY_REPAIRED not in run.steps[-1].flags

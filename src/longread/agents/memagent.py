@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..citations import Evidence, memory_evidence
-from ..citations.copies import exact_copies
+from ..citations.copies import exact_answer_copy, exact_copies
 from ..citations.grounding import exit_grounded, unrelated_notes, without_ungrounded
 from ..errors import UsageError
 from ..llm.base import Message
@@ -317,11 +317,18 @@ async def final_step(
     phase: str = "",
     reread: Reread | None = None,
 ) -> Step:
-    """Answer from memory; the answer is the last \\boxed{} (else the whole reply, flagged)."""
+    """Answer from memory; the answer is the last \\boxed{} (else the whole reply, flagged).
+    With ``exact_copies`` a value the answer nearly copied from the memory is written as the
+    memory has it (flagged ``copy_repaired``; the reply stays as the model wrote it)."""
     messages = final_messages(question, memory, config.prompts)
     params = config.params(config.final_tokens)
     record = await ctx.call("final", step, messages, params, phase=phase, reread=reread)
-    return read_answer(record)
+    read_answer(record)
+    if config.exact_copies and record.answer:
+        record.answer, fixes = exact_answer_copy(record.answer, memory)
+        if fixes:
+            record.flags.append(COPY_REPAIRED)
+    return record
 
 
 def plan_memagent_chunk(
@@ -499,12 +506,14 @@ def run_notes(plan: ChunkPlan, steps: list[Step], memory_cap: int) -> list[str]:
             f"{cut_notes} update(s) had notes about the question not found in the sections "
             "read: cut from the memory"
         )
-    repaired = sum(COPY_REPAIRED in s.flags for s in steps)
+    repaired = sum(COPY_REPAIRED in s.flags for s in steps if s.kind == "update")
     if repaired:
         notes.append(
             f"{repaired} update(s) nearly copied a value from the section: the section's "
             "written in its place"
         )
+    if any(COPY_REPAIRED in s.flags for s in steps if s.kind == "final"):
+        notes.append("the answer nearly copied a value from the memory: the memory's given")
     cleared = sum(NOTES_UNRELATED in s.flags for s in steps)
     if cleared:
         notes.append(

@@ -8,6 +8,10 @@ then cut the note, since its value is not in the section, and the needle is lost
 nearly one of that span's values (``NEAR_COPY``) is taken to be that value, copied wrong, and
 the span's is written in its place. No model call.
 
+The final answer gets the same repair against the memory it was read from
+(``exact_answer_copy``): grpo26b's last niah_single_3 8K miss with exact copies had the UUID
+whole in its memory and dropped its tail in the ``\\boxed{}`` answer.
+
 Only notes about the question are touched (they share one of its terms), only values holding
 a digit and of at least ``MIN_VALUE_CHARS`` characters (a UUID, a phone or magic number, not a
 year or a count), and only towards a value the note's own source span holds.
@@ -53,6 +57,15 @@ def exact_copies(
             memory = memory.replace(note, repaired, 1)
             repairs += fixes
     return memory, repairs
+
+
+def exact_answer_copy(answer: str, memory: str) -> tuple[str, list[tuple[str, str]]]:
+    """``answer`` with every value it nearly copied from ``memory`` written as the memory
+    has it, and the (written, source) pairs."""
+    fixes = near_copies(answer, VALUE.findall(memory))
+    for written, source in fixes:
+        answer = answer.replace(written, source)
+    return answer, fixes
 
 
 def near_copies(note: str, sources: list[str]) -> list[tuple[str, str]]:

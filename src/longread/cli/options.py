@@ -206,7 +206,8 @@ def agent_options(func: Any) -> Any:
         click.option("--exact-copies", type=click.Choice(["on", "off"]), callback=_on_off,
                      help="memagent/memreread: where an update's note about the question "
                           "nearly copied a value of the section it came from (a UUID with "
-                          "characters dropped), write the section's value instead (no call) "
+                          "characters dropped), write the section's value instead, and the "
+                          "memory's where the answer nearly copied one (no call) "
                           "[off: the papers' memory]."),
         click.option("--min-read", type=click.FloatRange(0, 1),
                      help="With --exit-gate or --exit-probe on: the share of the document "
