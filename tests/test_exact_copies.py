@@ -11,6 +11,7 @@ import pytest
 from longread.agents.memagent import NO_MEMORY, MemAgent, MemAgentConfig
 from longread.citations import Provenance
 from longread.citations.copies import exact_copies
+from longread.eval.scoring import score_answer
 from longread.llm.base import Message
 from longread.text.chunking import Chunk
 from longread.trace import COPY_REPAIRED, NOTES_UNGROUNDED
@@ -124,7 +125,11 @@ async def test_an_answer_that_nearly_copies_the_memory_is_given_as_the_memory_ha
     )
     final = exact.steps[-1]
     assert exact.answer == UUID and COPY_REPAIRED in final.flags
-    assert miscopy in (final.reply or "") and UUID not in (final.reply or "")
+    assert miscopy in (final.reply or "") and UUID not in (final.reply or "")  # as written
+    # the run gives (and the judge scores) the repaired answer
+    assert exact.final_reply == f"\\boxed{{{UUID}}}"
+    assert score_answer(exact.final_reply, [UUID], kind="ruler").match_all == 100.0
+    assert score_answer(plain.final_reply, [UUID], kind="ruler").match_all == 0.0
     assert any("the memory's given" in note for note in exact.notes)
 
 

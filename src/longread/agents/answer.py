@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import re
 
-from ..trace import ANSWER_TRUNCATED, MEMORY_KEPT, MEMORY_TRUNCATED, NO_BOXED_ANSWER, Step
+from ..trace import (
+    ANSWER_TRUNCATED,
+    COPY_REPAIRED,
+    MEMORY_KEPT,
+    MEMORY_TRUNCATED,
+    NO_BOXED_ANSWER,
+    Step,
+)
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _BOX_OPENERS = ("\\boxed{", "\\fbox{")
@@ -97,6 +104,21 @@ def read_answer(step: Step) -> Step:
     if step.truncated:
         step.flags.append(ANSWER_TRUNCATED)
     return step
+
+
+def given_reply(step: Step) -> str:
+    """The final reply as the run gives it (and the judge scores it): the model's reply, minus
+    any <think>, with the answer as the agent read it. They differ only where ``--exact-copies``
+    repaired a value the answer miscopied (flagged ``copy_repaired``); the step's own reply
+    stays as the model wrote it."""
+    reply = strip_think(step.reply)
+    if COPY_REPAIRED not in step.flags or step.answer is None:
+        return reply
+    written = extract_boxed(reply)
+    if written is None:  # no box: the whole reply was the answer
+        return step.answer
+    at = reply.rfind(written)  # the last box's content: nothing after it holds it again
+    return reply[:at] + step.answer + reply[at + len(written) :]
 
 
 def memory_text(step: Step) -> str:

@@ -24,7 +24,7 @@ from ..text.chunking import Chunk, SpooledChunks, achunk_text, run_cancellable
 from ..text.tokenizer import Tokenizer
 from ..text.tokenizers import ServerTokenizer
 from ..trace import NO_BOXED_ANSWER, Run, Step, StepKind, StepSink, new_run_id, utc_now
-from .answer import strip_think
+from .answer import given_reply
 from .budget import ChunkPlan
 from .config import SamplingConfig
 
@@ -236,7 +236,7 @@ class AgentBase(Generic[ConfigT]):
             agent=self.name,
             question=question,
             answer=final.answer or "",
-            final_reply=strip_think(final.reply),
+            final_reply=given_reply(final),
             boxed=NO_BOXED_ANSWER not in final.flags,
             steps=reading.steps,
             seconds=seconds,
