@@ -150,12 +150,14 @@ def test_the_peft_adapter_of_the_bundled_model_names_no_machine_path(tmp_path):
     model = tiny_peft()
     cache = str(tmp_path / "cache" / "SmolLM2-135M-Instruct-hf")
     model.get_base_model().config._name_or_path = cache  # as loaded from the cache
+    model.get_base_model().name_or_path = cache  # (transformers copies it at load: the card's tag)
     model.peft_config["default"].base_model_name_or_path = cache
     save_peft_adapter(model, tmp_path / "adapter", "smollm2")
     saved = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
     assert saved["base_model_name_or_path"] == "smollm2"
     assert str(tmp_path) not in (tmp_path / "adapter" / "README.md").read_text()
     assert model.peft_config["default"].base_model_name_or_path == cache  # the model unchanged
+    assert model.get_base_model().name_or_path == cache
 
 
 def test_the_gguf_shape_is_llamacpps_element_order(tmp_path):

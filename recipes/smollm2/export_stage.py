@@ -13,6 +13,11 @@ exports a committed training checkpoint instead (``stages/grpo-run/checkpoints/s
 the LoRA weights of that step; ``grpo.toml`` names the run's model and settings) to
 ``recipes/smollm2/runs/grpo-run-step12/adapter.gguf``, so a step the trainer evaluated in-process
 can be evaluated through ``longread eval run`` like every other stage.
+
+    .venv/bin/python recipes/smollm2/export_stage.py grpo26b-run --checkpoint 6 --peft grpo26b
+
+writes that step's LoRA as a peft adapter folder instead (``stages/grpo26b``, to commit), for
+a later stage to start from (``model.adapter``): a supervised stage on top of an RL one.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from pathlib import Path
 import torch
 
 from longread.train.checkpoint import STEP_PREFIX, load_plain
-from longread.train.config import ModelSection, load_config
-from longread.train.export import export_lora_gguf, trained_settings
+from longread.train.config import ModelSection, TrainConfig, load_config
+from longread.train.export import export_lora_gguf, save_peft_adapter, trained_settings
+from longread.train.policy import Policy
 from longread.train.session import load_policy
 
 RECIPE = Path(__file__).resolve().parent
@@ -35,9 +41,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stage", help="a folder name under recipes/smollm2/stages/")
     parser.add_argument("--checkpoint", type=int, help="export this step of the stage's run")
+    parser.add_argument(
+        "--peft", metavar="NAME", help="with --checkpoint: write stages/NAME, a peft folder"
+    )
     args = parser.parse_args()
+    if args.peft and args.checkpoint is None:
+        sys.exit("export_stage.py: --peft exports a checkpoint: give --checkpoint")
     if args.checkpoint is None:
         export_stage(args.stage)
+    elif args.peft:
+        export_checkpoint_peft(args.stage, args.checkpoint, args.peft)
     else:
         export_checkpoint(args.stage, args.checkpoint)
 
@@ -54,19 +67,34 @@ def export_stage(stage: str) -> None:
 
 
 def export_checkpoint(stage: str, step: int) -> None:
+    target = _target(f"{stage}-step{step}")
+    config, policy, weights_file = checkpoint_policy(stage, step)
+    export_lora_gguf(policy.model, target, trained_with=trained_settings(config.agent))
+    print(f"exported {weights_file} to {target}")
+
+
+def export_checkpoint_peft(stage: str, step: int, name: str) -> None:
+    target = RECIPE / "stages" / name
+    if target.exists():
+        sys.exit(f"export_stage.py: {target} exists already")
+    config, policy, weights_file = checkpoint_policy(stage, step)
+    save_peft_adapter(policy.model, target, config.model.path)
+    print(f"exported {weights_file} to {target} (peft)")
+
+
+def checkpoint_policy(stage: str, step: int) -> tuple[TrainConfig, Policy, Path]:
+    """The run's recipe, its policy with step ``step``'s LoRA weights, and their file."""
     run = RECIPE / "stages" / stage
     weights_file = run / "checkpoints" / f"{STEP_PREFIX}{step:06d}" / "weights.pt"
     if not weights_file.is_file():
         sys.exit(f"export_stage.py: {weights_file} does not exist")
     config = load_config(RECIPE / f"{stage.removesuffix('-run')}.toml")  # the run's recipe
-    target = _target(f"{stage}-step{step}")
     policy = load_policy(config.model, seed=0)
     params = dict(policy.model.named_parameters())
     with torch.no_grad():
         for name, tensor in load_plain(weights_file).items():
             params[name].copy_(tensor)
-    export_lora_gguf(policy.model, target, trained_with=trained_settings(config.agent))
-    print(f"exported {weights_file} to {target}")
+    return config, policy, weights_file
 
 
 def _target(name: str) -> Path:

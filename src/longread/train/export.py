@@ -106,14 +106,16 @@ def save_peft_adapter(peft_model: Any, folder: str | Path, model_path: str) -> N
     if model_path != ModelSection.path:
         peft_model.save_pretrained(folder)
         return
-    base = peft_model.get_base_model().config
+    model = peft_model.get_base_model()
+    base = model.config
     config = peft_model.peft_config[_active_adapter(peft_model)]
-    before = base._name_or_path, config.base_model_name_or_path
-    base._name_or_path = config.base_model_name_or_path = model_path
+    # the model card's tag reads the model's own name_or_path, copied from its config at load
+    before = base._name_or_path, config.base_model_name_or_path, model.name_or_path
+    base._name_or_path = config.base_model_name_or_path = model.name_or_path = model_path
     try:
         peft_model.save_pretrained(folder)
     finally:
-        base._name_or_path, config.base_model_name_or_path = before
+        base._name_or_path, config.base_model_name_or_path, model.name_or_path = before
 
 
 def trained_settings(agent: AgentSection) -> TrainedSettings:
