@@ -267,3 +267,19 @@ def test_the_parallel_flag_reaches_the_saved_run_config() -> None:
 
     assert backend_record(BackendSettings(parallel=4))["parallel"] == 4
     assert backend_record(BackendSettings())["parallel"] is None
+
+
+def test_eval_keeps_no_more_samples_in_flight_than_the_model_works_on() -> None:
+    """`eval run --concurrency N` on the embedded model: as many samples as it decodes calls
+    at once (one, or --parallel's N); more would only take turns, each sample's seconds then
+    counting the others' calls. A server's backend keeps what was asked."""
+    from longread.cli.eval import samples_at_once
+    from longread.llm.openai import OpenAIBackend
+
+    assert samples_at_once(LlamaCppBackend(), 4, explicit=False) == (1, None)
+    kept, note = samples_at_once(LlamaCppBackend(), 8, explicit=True)
+    assert kept == 1 and note is not None and "--parallel" in note
+    assert samples_at_once(LlamaCppBackend(parallel=3), 8, explicit=False) == (3, None)
+    assert samples_at_once(LlamaCppBackend(parallel=3), 2, explicit=True) == (2, None)
+    server = OpenAIBackend(base_url="http://127.0.0.1:9/v1", model="m")
+    assert samples_at_once(server, 8, explicit=True) == (8, None)

@@ -273,6 +273,10 @@ def test_a_set_built_run_and_reported_on_the_embedded_model(tmp_path: Path) -> N
     ran = longread("eval", "run", "--data", str(data), "--agent", "rag", "--out", str(run),
                    "--no-progress")  # fmt: skip
     assert ran.returncode == 0, ran.stderr
+    # the default --concurrency 4 on a model that works on one call at a time: one sample in
+    # flight, so that each sample's seconds are its own calls' (the report's s/sample)
+    assert json.loads((run / "summary.json").read_text())["concurrency"] == 1
+    assert "note:" not in ran.stderr  # the default was not asked for: nothing to say
     rows = tmp_path / "rows.jsonl"
     reported = longread("eval", "report", str(run), "--markdown", str(report), "--json", str(rows))
     assert reported.returncode == 0, reported.stderr

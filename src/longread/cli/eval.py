@@ -48,8 +48,8 @@ def _run_command() -> click.Command:
         click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
                      help="Samples in flight at once (also the most requests sent at once); "
                           "with --section-first, samples that share a document are one unit, "
-                          "read together. The embedded model runs one call at a time unless "
-                          "--parallel N batches them."),
+                          "read together. The embedded model works on one call at a time (N "
+                          "with --parallel N): no more samples than that are in flight."),
         click.option("--limit", type=click.IntRange(min=1), help="Only the first N samples."),
         click.option("--progress/--no-progress", default=True, show_default=True,
                      help="Progress bar on stderr."),
@@ -76,7 +76,11 @@ def run(
     """
     settings = dataclasses.replace(backend_settings(options), max_concurrency=concurrency)
     config = make_config(agent, **with_trained_settings(agent, settings, options))
-    job = _eval_run(data, agent, config, settings, out, concurrency, limit, progress, record_tokens)
+    given = click.get_current_context().get_parameter_source("concurrency")
+    explicit = given is click.core.ParameterSource.COMMANDLINE
+    job = _eval_run(
+        data, agent, config, settings, out, (concurrency, explicit), limit, progress, record_tokens
+    )
     summary = run_or_exit(job)
     _print_summary(summary, out)
     if summary.failed:
@@ -89,7 +93,7 @@ async def _eval_run(
     config: Any,
     settings: BackendSettings,
     out: str,
-    concurrency: int,
+    requested: tuple[int, bool],
     limit: int | None,
     progress: bool,
     record_tokens: bool,
@@ -116,6 +120,9 @@ async def _eval_run(
         store.save_config(run)
         _note_foreign_results(store, samples, out)
         backend = make_backend(settings)
+        concurrency, note = samples_at_once(backend, *requested)
+        if note:
+            click.echo(f"longread: note: {note}", err=True)
         try:
             tokenizer = await make_tokenizer(backend, settings)  # asks a server for its model
             store.fill_backend(getattr(backend, "model", None), backend.context_window)
@@ -134,6 +141,24 @@ async def _eval_run(
         finally:
             await backend.aclose()
     return summary
+
+
+def samples_at_once(backend: Any, requested: int, explicit: bool) -> tuple[int, str | None]:
+    """How many samples to keep in flight on ``backend``, and a note when fewer than an
+    explicit ``--concurrency``. A backend that works on a few calls at a time (the embedded
+    model: one, or ``--parallel N``) gets no more samples than that: more would only take
+    turns, each sample's seconds would count the others' calls (the report's s/sample, 4x
+    at the default 4), and a kept prompt prefix would be lost between turns."""
+    at_once = getattr(backend, "calls_at_once", None)
+    if at_once is None or requested <= at_once:
+        return requested, None
+    note = None
+    if explicit:
+        note = (
+            f"the embedded model works on {at_once} call(s) at a time: {at_once} sample(s) "
+            f"in flight, not {requested} (give --parallel N to batch calls)"
+        )
+    return at_once, note
 
 
 def _note_foreign_results(store: Any, samples: list[Sample], out: str) -> None:

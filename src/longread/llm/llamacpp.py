@@ -110,6 +110,12 @@ class LlamaCppBackend:
         return self._n_ctx
 
     @property
+    def calls_at_once(self) -> int:
+        """The most calls it works on at the same time: one, or ``parallel`` batched. More
+        in flight only wait their turn."""
+        return self._parallel or 1
+
+    @property
     def machine(self) -> str | None:
         """The CPU features llama.cpp's kernels use here (``kernel_features``)."""
         return kernel_features()
