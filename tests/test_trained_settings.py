@@ -49,8 +49,9 @@ SAID = (
 )
 # ... and the memory options the shipped adapter reads with (its provenance's reads_with)
 READS = (
-    "longread: the memory adapter reads with grounded notes and focused notes, as it shipped "
-    "(give --grounded-notes off/--focused-notes off for the papers' memory)\n"
+    "longread: the memory adapter reads with grounded notes, focused notes and exact copies, as "
+    "it shipped (give --grounded-notes off/--focused-notes off/--exact-copies off for the "
+    "papers' memory)\n"
 )
 
 
@@ -126,6 +127,7 @@ def test_a_plain_ask_on_the_bundled_model_reads_as_the_adapter_was_trained(model
     assert settings_said(result.stderr) == SAID + READS  # once each, one line each
     assert read_with(trace) == READ
     assert trace["config"]["grounded_notes"] and trace["config"]["focused_notes"]
+    assert trace["config"]["exact_copies"]
     sizes = chunk_sizes(trace)
     assert len(sizes) == 3 and max(sizes) <= 1000  # 5,000-token chunks would be one chunk
     finals = [s for s in trace["steps"] if s["kind"] == "final"]

@@ -342,7 +342,8 @@ def describe_filled(name: str, filled: dict[str, Any], trained: TrainedSettings)
     lines = [describe_trained(name, filled, trained)] if set(filled) & set(_TRAINED_WORDS) else []
     shipped = [option for option in trained.reads_with if option in filled]
     if shipped:
-        said = " and ".join(_READING_WORDS[option][0] for option in shipped)
+        words = [_READING_WORDS[option][0] for option in shipped]
+        said = " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
         flags = "/".join(_READING_WORDS[option][1] for option in shipped)
         lines.append(
             f"{name} reads with {said}, as it shipped (give {flags} for the papers' memory)"
