@@ -51,10 +51,7 @@ def exact_copies(
             continue
         fixes = near_copies(note, VALUE.findall(span.quote))
         if fixes:
-            repaired = note
-            for written, source in fixes:
-                repaired = repaired.replace(written, source)
-            memory = memory.replace(note, repaired, 1)
+            memory = memory.replace(note, as_sources(note, fixes), 1)
             repairs += fixes
     return memory, repairs
 
@@ -63,9 +60,14 @@ def exact_answer_copy(answer: str, memory: str) -> tuple[str, list[tuple[str, st
     """``answer`` with every value it nearly copied from ``memory`` written as the memory
     has it, and the (written, source) pairs."""
     fixes = near_copies(answer, VALUE.findall(memory))
+    return as_sources(answer, fixes), fixes
+
+
+def as_sources(text: str, fixes: list[tuple[str, str]]) -> str:
+    """``text`` with each written value of ``fixes`` replaced by its source value."""
     for written, source in fixes:
-        answer = answer.replace(written, source)
-    return answer, fixes
+        text = text.replace(written, source)
+    return text
 
 
 def near_copies(note: str, sources: list[str]) -> list[tuple[str, str]]:
