@@ -62,6 +62,12 @@ NOTES_UNRELATED = "notes_unrelated"
 # exact copies: a value the update's notes nearly copied from the section (a UUID with a few
 # characters dropped) was replaced by the section's in the memory it left
 COPY_REPAIRED = "copy_repaired"
+# focused reread: this update read again, with only the section's sentences that share the
+# most of the question's terms, the section whose first update left no note about the question
+FOCUSED_REREAD = "focused_reread"
+# focused reread: no update of the section left a note about the question, and the memory
+# before it, which had one, was kept
+NOTES_RESTORED = "notes_restored"
 
 
 @dataclass

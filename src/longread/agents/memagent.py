@@ -15,6 +15,7 @@ from typing import Protocol
 
 from ..citations import Evidence, memory_evidence
 from ..citations.copies import exact_answer_copy, exact_copies
+from ..citations.focus import focus_sentences, notes_about
 from ..citations.grounding import exit_grounded, unrelated_notes, without_ungrounded
 from ..errors import UsageError
 from ..llm.base import Message
@@ -22,6 +23,7 @@ from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
 from ..trace import (
     COPY_REPAIRED,
+    FOCUSED_REREAD,
     FORMAT_ERROR,
     GATE_EXIT,
     GATE_EXIT_EARLY,
@@ -29,6 +31,7 @@ from ..trace import (
     GATE_KEEP,
     MEMORY_KEPT,
     MEMORY_TRUNCATED,
+    NOTES_RESTORED,
     NOTES_UNGROUNDED,
     NOTES_UNRELATED,
     Reread,
@@ -91,6 +94,13 @@ class MemAgentConfig(SamplingConfig):
     # section's, before grounded notes judge them: a small model's miscopy is otherwise cut
     # or kept wrong. Off is the papers' memory.
     exact_copies: bool = False
+    # When an update left no note about the question (it copied filler, or wrote the empty
+    # memory), show the update prompt once more with only the section's sentences that share
+    # the most of the question's terms, at least two (citations/focus.py; flagged
+    # focused_reread); when neither call left such notes, keep the memory before them if it
+    # had some (flagged notes_restored). A small model copies prose over a needle worded
+    # unlike its training, and keeps the needle when shown it alone. Off is the papers' memory.
+    focused_reread: bool = False
     min_read: float = 0.0  # share of the chunks read before an exit is honoured
 
     def __post_init__(self) -> None:
@@ -162,11 +172,15 @@ async def update_step(
     step: int,
     phase: str = "",
     reread: Reread | None = None,
+    shown: str | None = None,
 ) -> Step:
     """One MemAgent turn: the reply (minus any <think>) replaces the memory; a reply with no
     memory in it keeps the old one (flagged). Under the gates (agents/gates.py) a ``<keep/>``
-    keeps it too and an ending ``<exit/>`` is flagged for the reading loop to stop."""
-    messages = update_messages(question, memory, chunk.text, config.prompts, config)
+    keeps it too and an ending ``<exit/>`` is flagged for the reading loop to stop. The
+    prompt shows ``shown`` in place of the chunk's text when given (a focused reread); notes
+    are traced to the whole chunk either way."""
+    section = chunk.text if shown is None else shown
+    messages = update_messages(question, memory, section, config.prompts, config)
     record = await ctx.call(
         "update",
         step,
@@ -277,14 +291,51 @@ async def update_and_probe(
     once the next call starts (``CallContext.flush``). With ``grounded_exit`` an exit whose
     notes are not traced to the sections read is refused (``refuse_ungrounded_exit``)."""
     update = await update_step(ctx, config, question, memory, chunk, step, phase, reread)
-    new_memory = update.memory or memory
     calls = [update]
+    if config.focused_reread:
+        calls += await focused_reread(
+            ctx, config, question, memory, chunk, update, step + 1, phase, reread
+        )
+    new_memory = calls[-1].memory or memory
     # no probe after an unchanged memory or an <exit/>
-    if config.exit_probe and new_memory != memory and GATE_EXIT not in update.flags:
+    if config.exit_probe and new_memory != memory and GATE_EXIT not in calls[-1].flags:
         calls.append(await probe_step(ctx, config, question, update, step + 1, phase, reread))
     if config.grounded_exit:
         refuse_ungrounded_exit(ctx, question, new_memory, calls[-1])
     return new_memory, calls
+
+
+async def focused_reread(
+    ctx: CallContext,
+    config: MemAgentConfig,
+    question: str,
+    memory: str,
+    chunk: Chunk,
+    update: Step,
+    step: int,
+    phase: str = "",
+    reread: Reread | None = None,
+) -> list[Step]:
+    """With ``focused_reread``, after ``update`` (which read ``chunk`` onto ``memory``) left
+    no note about ``question``: the update again, its prompt showing only the chunk's
+    sentences that share the most of the question's terms (``focus_sentences``; none, no
+    call); then, when the last of these calls left no note about the question either and
+    ``memory`` had one, ``memory`` is kept (flagged ``notes_restored``). The added calls."""
+    if GATE_EXIT in update.flags or notes_about(update.memory or NO_MEMORY, question):
+        return []
+    calls: list[Step] = []
+    focus = focus_sentences(chunk.text, question)
+    if focus:
+        second = await update_step(
+            ctx, config, question, memory, chunk, step, phase, reread, shown=" ".join(focus)
+        )
+        second.flags.append(FOCUSED_REREAD)
+        calls.append(second)
+    last = calls[-1] if calls else update
+    if not notes_about(last.memory or NO_MEMORY, question) and notes_about(memory, question):
+        last.memory = memory
+        last.flags.append(NOTES_RESTORED)
+    return calls
 
 
 def refuse_ungrounded_exit(ctx: CallContext, question: str, memory: str, record: Step) -> None:
@@ -485,7 +536,7 @@ def read_share(
     of ``chunks`` (run config, ``--json``, eval reports); nothing with both off, as before."""
     if not (config.exit_gate or config.exit_probe):
         return {}
-    read = sum(s.kind == "update" for s in steps)
+    read = sum(s.kind == "update" and FOCUSED_REREAD not in s.flags for s in steps)
     return {"chunks_read": read, "chunks": len(chunks)}
 
 
@@ -518,6 +569,18 @@ def run_notes(plan: ChunkPlan, steps: list[Step], memory_cap: int) -> list[str]:
     if cleared:
         notes.append(
             f"{cleared} update(s) left notes about nothing the question asks: memory cleared"
+        )
+    reread = sum(FOCUSED_REREAD in s.flags for s in steps)
+    if reread:
+        notes.append(
+            f"{reread} section(s) whose update wrote nothing about the question were reread "
+            "with only their sentences about it"
+        )
+    restored = sum(NOTES_RESTORED in s.flags for s in steps)
+    if restored:
+        notes.append(
+            f"{restored} update(s) wrote nothing about the question over notes about it: "
+            "the notes were kept"
         )
     kept_unwritten = sum(GATE_KEEP in s.flags for s in steps)
     if kept_unwritten:

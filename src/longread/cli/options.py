@@ -209,6 +209,12 @@ def agent_options(func: Any) -> Any:
                           "characters dropped), write the section's value instead, and the "
                           "memory's where the answer nearly copied one (no call) "
                           "[off: the papers' memory]."),
+        click.option("--focused-reread", type=click.Choice(["on", "off"]), callback=_on_off,
+                     help="memagent/memreread: when an update wrote nothing about the question, "
+                          "show it the section's sentences that share the most of the "
+                          "question's words (at least two) and update again (one more call), "
+                          "and keep notes about the question that the section's update would "
+                          "lose [off: the papers' memory]."),
         click.option("--min-read", type=click.FloatRange(0, 1),
                      help="With --exit-gate or --exit-probe on: the share of the document "
                           "read before an exit is honoured [0]."),
@@ -283,6 +289,7 @@ _READING_WORDS = {
     "grounded_notes": ("grounded notes", "--grounded-notes off"),
     "focused_notes": ("focused notes", "--focused-notes off"),
     "exact_copies": ("exact copies", "--exact-copies off"),
+    "focused_reread": ("focused rereads", "--focused-reread off"),
 }
 
 

@@ -28,6 +28,7 @@ AGENT_SETTINGS_ADDED = {
     "grounded_notes": False,
     "focused_notes": False,
     "exact_copies": False,
+    "focused_reread": False,
 }
 
 

@@ -23,7 +23,7 @@ TRAINED_WITH = "trained_with"  # the key of the settings in the JSON beside the 
 # results set measured the stage better with them (recipes/smollm2/ship.py --reads-with).
 # Kept apart from ``trained_with``, which says only how training read.
 READS_WITH = "reads_with"
-READING_OPTIONS = ("grounded_notes", "focused_notes", "exact_copies")
+READING_OPTIONS = ("grounded_notes", "focused_notes", "exact_copies", "focused_reread")
 # The least final-answer cap a run reads with. The shipped stages trained with 32-token answers
 # (numbers and names), but a UUID in \boxed{} is 38 SmolLM2 tokens: read with 32, every
 # niah_single_3 answer was cut (sft29q: 0 of 20 at 2K, the full UUID in its notes).

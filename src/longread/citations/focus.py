@@ -1,0 +1,55 @@
+"""Focused rereads: what a section says about the question, when the notes missed it.
+
+A small model that meets a sentence shape it was never trained on copies some other sentence
+of the section instead, and on a prose haystack any sentence looks like notes: the shipped
+adapter wrote "The binary arithmetic operations have the conventional priority levels." at the
+section that held "tired-beacon's shelf number, which nobody else may know, reads 4243307 in
+the ledger." (issue 26, the held-out ledger wording: 17 of 20 missed). Shown that sentence
+alone, the same adapter copies it. The question picks it, with no call: it is the sentence that
+shares the most of the question's terms.
+
+``focus_sentences`` picks such sentences; ``notes_about`` says whether a memory holds notes
+about the question at all (the test focused notes clear a memory by).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .align import fold, split_notes
+from .evidence import question_terms
+from .grounding import unrelated_notes
+
+# A sentence ends at . ! or ? before white space, whatever case follows: a needle that opens
+# with its lower-case key ("tired-beacon's shelf number ...") is a sentence of its own.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD = re.compile(r"\w+")
+# Terms a sentence must share with the question before a reread shows it: one shared word
+# ("number") picks filler in any technical prose, while a needle shares its key and its
+# wording's nouns.
+LEAST_SHARED_TERMS = 2
+
+
+def focus_sentences(text: str, question: str, least: int = LEAST_SHARED_TERMS) -> list[str]:
+    """The sentences of ``text`` that share the most of ``question``'s terms, at least
+    ``least`` of them, in the order they come; none when no sentence shares that many."""
+    terms = question_terms(question)
+    scored = [
+        (len(terms & _words(sentence)), sentence.strip())
+        for sentence in _SENTENCE_END.split(text)
+        if sentence.strip()
+    ]
+    best = max((shared for shared, _ in scored), default=0)
+    if best < least:
+        return []
+    return [sentence for shared, sentence in scored if shared == best]
+
+
+def notes_about(memory: str, question: str) -> bool:
+    """Whether ``memory`` holds a note that shares a term with ``question`` (an empty memory,
+    or one of copied filler, holds none)."""
+    return bool(split_notes(memory)) and not unrelated_notes(memory, question)
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(fold(text)))

@@ -1,0 +1,119 @@
+"""Focused rereads (``--focused-reread on``): a section whose update wrote nothing about the
+question is shown again as its sentences about the question, and notes about the question are
+not lost to an update that wrote none. The scripted replies are stage grpo26b's own, from its
+misses on the held-out ledger wording in Python's reference prose
+(results/v2/runs/memagent-grpo26b-run-step6-unseen-ledger-8192-notes+focused)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from longread.agents.memagent import NO_MEMORY, MemAgent, MemAgentConfig
+from longread.citations.focus import focus_sentences, notes_about
+from longread.llm.base import Message
+from longread.text.chunking import Chunk
+from longread.trace import FOCUSED_REREAD, NOTES_RESTORED, NOTES_UNRELATED
+
+from .scripted import ScriptedBackend, WordTokenizer
+
+QUESTION = "What does tired-beacon's shelf number read in the ledger?"
+NEEDLE = "tired-beacon's shelf number, which nobody else may know, reads 4243307 in the ledger."
+PROSE = "The binary arithmetic operations have the conventional priority levels."
+DECOY = "Evaluating a literal yields an object of the given type (integer, floating point number)."
+SECTION = f"{PROSE} {DECOY} {NEEDLE} Note that the unary operators bind tighter."
+
+
+def test_the_sentence_sharing_most_of_the_question_is_picked_whatever_its_case():
+    # the needle opens with its lower-case key, and the decoy shares one term ("number")
+    assert focus_sentences(SECTION, QUESTION) == [NEEDLE]
+    # one shared term is not enough: prose about numbers is not the needle
+    assert focus_sentences(f"{PROSE} {DECOY}", QUESTION) == []
+    assert focus_sentences("", QUESTION) == []
+
+
+def test_notes_about_the_question_share_one_of_its_terms():
+    assert notes_about(NEEDLE, QUESTION)
+    assert not notes_about(PROSE, QUESTION)
+    assert not notes_about(NO_MEMORY, QUESTION)
+    assert not notes_about("", QUESTION)
+
+
+def reading(at_needle: str) -> ScriptedBackend:
+    """A reader that copies prose at the needle's section, copies the needle when shown only
+    the needle, keeps its memory elsewhere, and answers from the memory."""
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return "\\boxed{4243307}" if "4243307" in prompt else "\\boxed{1}"
+        section = prompt.split("Section:\n", 1)[1].split("\n\nUpdate the memory", 1)[0]
+        memory = prompt.split("Memory:\n", 1)[1].split("\n\nSection:", 1)[0]
+        if section.strip() == NEEDLE:
+            return NEEDLE
+        return at_needle if "tired-beacon" in section else memory
+
+    return ScriptedBackend([reply] * 10)
+
+
+def chunks_of(*sections: str) -> list[Chunk]:
+    tok = WordTokenizer()
+    return [Chunk(i, text, tok.count(text)) for i, text in enumerate(sections)]
+
+
+async def test_a_section_whose_notes_copied_prose_is_reread_as_its_needle():
+    chunks = chunks_of("Filler about kettles.", SECTION, "Last filler.")
+    config = MemAgentConfig(focused_notes=True)
+    plain = await MemAgent(reading(PROSE), WordTokenizer(), config).run(QUESTION, chunks)
+    assert plain.answer == "1"  # the papers' memory (with focused notes): the needle lost
+    assert NOTES_UNRELATED in plain.steps[1].flags
+    config = MemAgentConfig(focused_notes=True, focused_reread=True)
+    backend = reading(PROSE)
+    run = await MemAgent(backend, WordTokenizer(), config).run(QUESTION, chunks)
+    assert run.answer == "4243307"
+    reread = [s for s in run.steps if FOCUSED_REREAD in s.flags]
+    assert len(reread) == 1 and reread[0].chunk_index == 1 and reread[0].memory == NEEDLE
+    # the reread's prompt shows the needle alone, and its note is traced to the section
+    shown = reread[0].messages[-1]["content"].split("Section:\n", 1)[1]
+    assert shown.startswith(NEEDLE) and PROSE not in shown
+    span = reread[0].sources[0]
+    assert span.chunk == 1 and span.quote == NEEDLE and SECTION.index(NEEDLE) == span.in_chunk
+    # one call more than the plain reading: the reread, only where the notes missed
+    assert len(backend.requests) == len(plain.steps) + 1
+    assert any("reread with only their sentences about it" in note for note in run.notes)
+
+
+async def test_no_reread_where_the_notes_are_about_the_question_or_no_sentence_is():
+    backend = reading(NEEDLE)  # the update takes the needle in itself
+    config = MemAgentConfig(focused_notes=True, focused_reread=True)
+    chunks = chunks_of("Filler about kettles.", SECTION, f"{PROSE} {DECOY}")
+    run = await MemAgent(backend, WordTokenizer(), config).run(QUESTION, chunks)
+    assert run.answer == "4243307"
+    assert not any(FOCUSED_REREAD in s.flags for s in run.steps)
+    assert len(backend.requests) == 4  # three updates and the answer
+
+
+async def test_notes_about_the_question_are_kept_when_a_later_update_copies_prose_over_them():
+    """grpo26b's ledger sample 8: the needle in the notes for six sections, then prose copied
+    over it at the seventh, which focused notes cleared; the answer was lost."""
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return "\\boxed{4243307}" if "4243307" in prompt else "\\boxed{0}"
+        section = prompt.split("Section:\n", 1)[1]
+        return NEEDLE if "tired-beacon" in section else PROSE
+
+    chunks = chunks_of(NEEDLE, "Filler about kettles.", f"{PROSE} {DECOY}")
+    for focused_notes in (True, False):
+        config = MemAgentConfig(focused_notes=focused_notes)
+        lost = await MemAgent(ScriptedBackend([reply] * 5), WordTokenizer(), config).run(
+            QUESTION, chunks
+        )
+        assert lost.answer == "0"
+        config = MemAgentConfig(focused_notes=focused_notes, focused_reread=True)
+        run = await MemAgent(ScriptedBackend([reply] * 5), WordTokenizer(), config).run(
+            QUESTION, chunks
+        )
+        assert run.answer == "4243307"
+        assert [NOTES_RESTORED in s.flags for s in run.steps[:3]] == [False, True, True]
+        assert all(s.memory == NEEDLE for s in run.steps[:3])
