@@ -96,7 +96,8 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
   # --base-model) or a recipe stage; HOW: section-first (with --section-first), exit-on /
   # exit-off (--exit-gate on/off), probe-on / probe-off (--exit-probe on/off), grounded
   # (--grounded-exit on; an exit on without it reads --grounded-exit off), notes
-  # (--grounded-notes on), focused (--focused-notes on), or several joined by +
+  # (--grounded-notes on), focused (--focused-notes on), exact (--exact-copies on), reread
+  # (--focused-reread on), or several joined by +
   # (section-first+exit-off); the run folder's name ends with HOW
   local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part
   local out="$RUNS/$agent-$model-$set-$length${5:+-$5}" data="$DATA/${set}_${length}.jsonl"
@@ -114,6 +115,8 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
       grounded) flags+=(--grounded-exit on) ;;
       notes) flags+=(--grounded-notes on) ;;
       focused) flags+=(--focused-notes on) ;;
+      exact) flags+=(--exact-copies on) ;;
+      reread) flags+=(--focused-reread on) ;;
       *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
     esac
   done
