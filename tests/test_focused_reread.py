@@ -117,3 +117,24 @@ async def test_notes_about_the_question_are_kept_when_a_later_update_copies_pros
         assert run.answer == "4243307"
         assert [NOTES_RESTORED in s.flags for s in run.steps[:3]] == [False, True, True]
         assert all(s.memory == NEEDLE for s in run.steps[:3])
+
+
+async def test_the_exit_probe_after_a_reread_judges_the_reread_notes():
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "Section:" not in prompt:  # the probe or the answer
+            if "\\boxed" in prompt:
+                return "\\boxed{4243307}" if "4243307" in prompt else "\\boxed{1}"
+            return "yes" if "4243307" in prompt else "no"
+        section = prompt.split("Section:\n", 1)[1].split("\n\nUpdate the memory", 1)[0]
+        return NEEDLE if section.strip() == NEEDLE else PROSE
+
+    chunks = chunks_of(SECTION, "Last filler.")
+    config = MemAgentConfig(focused_reread=True, exit_probe=True)
+    run = await MemAgent(ScriptedBackend([reply] * 6), WordTokenizer(), config).run(
+        QUESTION, chunks
+    )
+    kinds = [(s.kind, s.step) for s in run.steps]
+    # the update, its reread, the probe on the reread's notes (yes: reading stops), the answer
+    assert kinds == [("update", 0), ("update", 1), ("probe", 2), ("final", 3)]
+    assert NEEDLE in run.steps[2].messages[-1]["content"] and run.answer == "4243307"

@@ -299,7 +299,10 @@ async def update_and_probe(
     new_memory = calls[-1].memory or memory
     # no probe after an unchanged memory or an <exit/>
     if config.exit_probe and new_memory != memory and GATE_EXIT not in calls[-1].flags:
-        calls.append(await probe_step(ctx, config, question, update, step + 1, phase, reread))
+        last = calls[-1]  # the reread's memory, where there was one
+        calls.append(
+            await probe_step(ctx, config, question, last, step + len(calls), phase, reread)
+        )
     if config.grounded_exit:
         refuse_ungrounded_exit(ctx, question, new_memory, calls[-1])
     return new_memory, calls
