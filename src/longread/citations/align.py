@@ -43,6 +43,11 @@ def fold(text: str) -> str:
     return "".join(low if len(low := char.lower()) == 1 else char for char in text)
 
 
+def words(text: str) -> set[str]:
+    """The words of ``text``, folded: what the question-term tests compare."""
+    return set(_WORD.findall(fold(text)))
+
+
 def split_notes(memory: str) -> list[str]:
     """The memory's notes: its lines, each cut into sentences, without list markers; notes too
     short to place anywhere are left out."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ..text.chunking import Chunk
 from .align import align, fold, note_key, split_notes, widen_to_sentences
+from .align import words as _words
 from .model import Citation, SourceSpan
 from .provenance import Provenance
 
@@ -172,10 +173,6 @@ def notes_about(question: str, notes: list[str], most: int = 2) -> list[str]:
 
 def question_terms(question: str) -> set[str]:
     return {w for w in _words(question) if w not in _STOPWORDS and len(w) > 2}
-
-
-def _words(text: str) -> set[str]:
-    return set(_WORD.findall(fold(text)))
 
 
 def _holds(note: str, answer: str) -> bool:

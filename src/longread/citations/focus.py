@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import re
 
-from .align import fold, split_notes
+from .align import split_notes, words
 from .evidence import question_terms
 from .grounding import unrelated_notes
 
 # A sentence ends at . ! or ? before white space, whatever case follows: a needle that opens
 # with its lower-case key ("tired-beacon's shelf number ...") is a sentence of its own.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_WORD = re.compile(r"\w+")
 # Terms a sentence must share with the question before a reread shows it: one shared word
 # ("number") picks filler in any technical prose, while a needle shares its key and its
 # wording's nouns.
@@ -35,7 +34,7 @@ def focus_sentences(text: str, question: str, least: int = LEAST_SHARED_TERMS) -
     ``least`` of them, in the order they come; none when no sentence shares that many."""
     terms = question_terms(question)
     scored = [
-        (len(terms & _words(sentence)), sentence.strip())
+        (len(terms & words(sentence)), sentence.strip())
         for sentence in _SENTENCE_END.split(text)
         if sentence.strip()
     ]
@@ -49,7 +48,3 @@ def notes_about(memory: str, question: str) -> bool:
     """Whether ``memory`` holds a note that shares a term with ``question`` (an empty memory,
     or one of copied filler, holds none)."""
     return bool(split_notes(memory)) and not unrelated_notes(memory, question)
-
-
-def _words(text: str) -> set[str]:
-    return set(_WORD.findall(fold(text)))

@@ -23,10 +23,10 @@ from __future__ import annotations
 import re
 
 from .align import fold, split_notes
+from .align import words as _words
 from .evidence import question_terms
 from .provenance import Provenance
 
-_WORD = re.compile(r"\w+")
 _SPECIFIC = re.compile(r"\w*\d\w*|[A-Z]\w*")  # numbers and names: what a note claims
 _MARKER_ONLY = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*$")  # a list marker whose note was cut
 
@@ -88,7 +88,3 @@ def specific_words(note: str) -> list[str]:
     if opens and not any(char.isdigit() for char in found[0].group()):
         found = found[1:]
     return [match.group() for match in found]
-
-
-def _words(text: str) -> set[str]:
-    return set(_WORD.findall(fold(text)))
