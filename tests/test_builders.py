@@ -461,6 +461,7 @@ def test_composed_wordings_differ_by_sample_and_keep_clear_of_the_held_out_ones(
     assert any("{key}" not in t for t in templates)  # key-less ones where one needle
     assert all("{key}" in s.meta["needle_template"] for s in multi)
     held_words = {"shelf", "ledger", "archive", "catalogued", "harbour", "radio", "dial"}
+    held_words |= {"locker", "whoever"}
     for sample in [*single, *multi]:
         assert sample.meta["wording"] == "composed"
         template = sample.meta["needle_template"]
@@ -476,7 +477,9 @@ def test_composed_wordings_differ_by_sample_and_keep_clear_of_the_held_out_ones(
             assert words not in sample.context
 
 
-@pytest.mark.parametrize("name", ["heldout-archive", "heldout-ledger", "heldout-harbour"])
+@pytest.mark.parametrize(
+    "name", ["heldout-archive", "heldout-ledger", "heldout-harbour", "heldout-locker"]
+)
 def test_a_held_out_wording_is_built_only_when_named(name: str) -> None:
     from longread.data._niah import HELDOUT_WORDINGS
 

@@ -31,6 +31,19 @@ def test_the_sentence_sharing_most_of_the_question_is_picked_whatever_its_case()
     assert focus_sentences("", QUESTION) == []
 
 
+def test_a_sentence_answering_one_part_of_a_long_question_is_not_shown():
+    """A multi-hop question's distractors share a few of its terms: on HotpotQA (stop 53's
+    rereads) such a sentence was shown, noted and kept, and questions were lost. A needle
+    restates its question, so it holds most of the terms."""
+    question = (
+        "Substorm was described in qualitative terms by a scientist nominated for what seven times?"
+    )
+    distractor = "It has been awarded to citizens of the Netherlands seven times."
+    assert focus_sentences(distractor, question) == []  # 2 of 8 terms
+    assert focus_sentences(distractor, question, least_share=0) == [distractor]  # stop 53's rule
+    assert focus_sentences(SECTION, QUESTION) == [NEEDLE]  # 5 of 6
+
+
 def test_notes_about_the_question_share_one_of_its_terms():
     assert notes_about(NEEDLE, QUESTION)
     assert not notes_about(PROSE, QUESTION)

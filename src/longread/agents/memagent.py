@@ -15,7 +15,7 @@ from typing import Protocol
 
 from ..citations import Evidence, memory_evidence
 from ..citations.copies import exact_answer_copy, exact_copies
-from ..citations.focus import focus_sentences, notes_about
+from ..citations.focus import LEAST_SHARE, focus_sentences, notes_about
 from ..citations.grounding import exit_grounded, unrelated_notes, without_ungrounded
 from ..errors import UsageError
 from ..llm.base import Message
@@ -96,11 +96,15 @@ class MemAgentConfig(SamplingConfig):
     exact_copies: bool = False
     # When an update left no note about the question (it copied filler, or wrote the empty
     # memory), show the update prompt once more with only the section's sentences that share
-    # the most of the question's terms, at least two (citations/focus.py; flagged
-    # focused_reread); when neither call left such notes, keep the memory before them if it
-    # had some (flagged notes_restored). A small model copies prose over a needle worded
-    # unlike its training, and keeps the needle when shown it alone. Off is the papers' memory.
+    # the most of the question's terms, at least two and at least reread_least_share of them
+    # (citations/focus.py; flagged focused_reread); when neither call left such notes, keep
+    # the memory before them if it had some (flagged notes_restored). A small model copies
+    # prose over a needle worded unlike its training, and keeps the needle when shown it
+    # alone. Off is the papers' memory.
     focused_reread: bool = False
+    # A needle restates its question; a multi-hop question's distractors share a few of its
+    # terms (citations/focus.py LEAST_SHARE). 0 is stop 53's rule (two terms are enough).
+    reread_least_share: float = LEAST_SHARE
     min_read: float = 0.0  # share of the chunks read before an exit is honoured
 
     def __post_init__(self) -> None:
@@ -108,6 +112,8 @@ class MemAgentConfig(SamplingConfig):
         self.require_positive("chunk_tokens", "memory_tokens", "final_tokens", "probe_tokens")
         if not 0.0 <= self.min_read <= 1.0:
             raise UsageError("min_read is a share of the document: between 0 and 1")
+        if not 0.0 <= self.reread_least_share <= 1.0:
+            raise UsageError("reread_least_share is a share of the question's terms: 0 to 1")
 
 
 class UpdateLayout(Protocol):
@@ -327,7 +333,7 @@ async def focused_reread(
     if GATE_EXIT in update.flags or notes_about(update.memory or NO_MEMORY, question):
         return []
     calls: list[Step] = []
-    focus = focus_sentences(chunk.text, question)
+    focus = focus_sentences(chunk.text, question, least_share=config.reread_least_share)
     if focus:
         second = await update_step(
             ctx, config, question, memory, chunk, step, phase, reread, shown=" ".join(focus)

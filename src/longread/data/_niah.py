@@ -152,6 +152,14 @@ HELDOUT_WORDINGS: dict[str, Wording] = {
         "Which numbers should be dialled to reach the harbour master if the radio fails?",
         keyed=False,
     ),
+    # Written at stop 54, after focused rereads were designed on the three above, to test
+    # them on a wording they were not tuned on: a possessive key inside a purpose clause, the
+    # value as the object of "turn ... to", a question that asks with "to what".
+    "heldout-locker": Wording(
+        "Whoever wants to open {key}'s locker must turn the dial to {value}.",
+        "To what {noun} must the dial be turned to open {key}'s locker?",
+        "To what {nouns} must the dials be turned to open the lockers of {keys}?",
+    ),
 }
 WORDING_CHOICES = (*WORDINGS, *HELDOUT_WORDINGS, "mixed", "varied", "composed")
 KEYLESS_SHARE = 0.25  # of composed wordings, where the task has one needle

@@ -29,6 +29,7 @@ AGENT_SETTINGS_ADDED = {
     "focused_notes": False,
     "exact_copies": False,
     "focused_reread": False,
+    "reread_least_share": 0.0,  # stop 53's focused rereads: two shared terms were enough
 }
 
 
