@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from longread.agents.memagent import NO_MEMORY, MemAgent, MemAgentConfig
-from longread.citations.focus import focus_sentences, notes_about
+from longread.citations.focus import focus_sentences, lost_notes, notes_about, restates
 from longread.llm.base import Message
 from longread.text.chunking import Chunk
 from longread.trace import FOCUSED_REREAD, NOTES_RESTORED, NOTES_UNRELATED
@@ -45,6 +45,11 @@ def test_a_sentence_answering_one_part_of_a_long_question_is_not_shown():
 
 
 def test_notes_about_the_question_share_one_of_its_terms():
+    assert restates(NEEDLE, QUESTION) and not restates(DECOY, QUESTION)
+    assert lost_notes(NEEDLE, DECOY, QUESTION)  # the needle given up for a note on "number"
+    assert not lost_notes(NEEDLE, DECOY, QUESTION, keep_share=0)  # stop 53's rule
+    assert not lost_notes(NEEDLE, f"{NEEDLE}\n{DECOY}", QUESTION)  # the needle still there
+    assert lost_notes(DECOY, PROSE, QUESTION)  # no note about the question left
     assert notes_about(NEEDLE, QUESTION)
     assert not notes_about(PROSE, QUESTION)
     assert not notes_about(NO_MEMORY, QUESTION)
@@ -130,6 +135,34 @@ async def test_notes_about_the_question_are_kept_when_a_later_update_copies_pros
         assert run.answer == "4243307"
         assert [NOTES_RESTORED in s.flags for s in run.steps[:3]] == [False, True, True]
         assert all(s.memory == NEEDLE for s in run.steps[:3])
+
+
+async def test_a_noted_needle_is_kept_against_prose_that_shares_one_generic_term():
+    """grpo26b's ledger sample 18, archive 2 and 18, harbour 8 and 10 (stop 53's rereads): the
+    needle noted, then a prose sentence that shares "number" with the question copied over it.
+    Such a note is about the question, so stop 53's rule kept the prose and lost the answer."""
+    generic = 'The rule "strings" and the token "NUMBER" are defined in the standard grammar.'
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return "\\boxed{4243307}" if "4243307" in prompt else "\\boxed{0}"
+        section = prompt.split("Section:\n", 1)[1]
+        return NEEDLE if "tired-beacon" in section else generic
+
+    chunks = chunks_of(NEEDLE, f"{generic} {PROSE}")
+    assert notes_about(generic, QUESTION)  # one shared term: a note about the question
+    stop53 = MemAgentConfig(focused_reread=True, reread_least_share=0, keep_notes_share=0)
+    lost = await MemAgent(ScriptedBackend([reply] * 3), WordTokenizer(), stop53).run(
+        QUESTION, chunks
+    )
+    assert lost.answer == "0"
+    config = MemAgentConfig(focused_reread=True)
+    backend = ScriptedBackend([reply] * 3)
+    run = await MemAgent(backend, WordTokenizer(), config).run(QUESTION, chunks)
+    assert run.answer == "4243307" and run.steps[1].memory == NEEDLE
+    assert NOTES_RESTORED in run.steps[1].flags
+    assert len(backend.requests) == 3  # no reread: no sentence of the prose restates the question
 
 
 async def test_the_exit_probe_after_a_reread_judges_the_reread_notes():

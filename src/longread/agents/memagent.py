@@ -15,7 +15,7 @@ from typing import Protocol
 
 from ..citations import Evidence, memory_evidence
 from ..citations.copies import exact_answer_copy, exact_copies
-from ..citations.focus import LEAST_SHARE, focus_sentences, notes_about
+from ..citations.focus import LEAST_SHARE, focus_sentences, lost_notes, notes_about
 from ..citations.grounding import exit_grounded, unrelated_notes, without_ungrounded
 from ..errors import UsageError
 from ..llm.base import Message
@@ -105,6 +105,11 @@ class MemAgentConfig(SamplingConfig):
     # A needle restates its question; a multi-hop question's distractors share a few of its
     # terms (citations/focus.py LEAST_SHARE). 0 is stop 53's rule (two terms are enough).
     reread_least_share: float = LEAST_SHARE
+    # With focused rereads, a memory whose note restates the question (this share of its
+    # terms) is also kept against an update whose notes do not: copied prose that shares one
+    # generic term ("the token NUMBER") otherwise counts as notes about the question and
+    # replaces a noted needle (citations/focus.py lost_notes). 0 is stop 53's rule.
+    keep_notes_share: float = LEAST_SHARE
     min_read: float = 0.0  # share of the chunks read before an exit is honoured
 
     def __post_init__(self) -> None:
@@ -112,8 +117,9 @@ class MemAgentConfig(SamplingConfig):
         self.require_positive("chunk_tokens", "memory_tokens", "final_tokens", "probe_tokens")
         if not 0.0 <= self.min_read <= 1.0:
             raise UsageError("min_read is a share of the document: between 0 and 1")
-        if not 0.0 <= self.reread_least_share <= 1.0:
-            raise UsageError("reread_least_share is a share of the question's terms: 0 to 1")
+        for name in ("reread_least_share", "keep_notes_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise UsageError(f"{name} is a share of the question's terms: 0 to 1")
 
 
 class UpdateLayout(Protocol):
@@ -326,11 +332,16 @@ async def focused_reread(
     reread: Reread | None = None,
 ) -> list[Step]:
     """With ``focused_reread``, after ``update`` (which read ``chunk`` onto ``memory``) left
-    no note about ``question``: the update again, its prompt showing only the chunk's
-    sentences that share the most of the question's terms (``focus_sentences``; none, no
-    call); then, when the last of these calls left no note about the question either and
-    ``memory`` had one, ``memory`` is kept (flagged ``notes_restored``). The added calls."""
-    if GATE_EXIT in update.flags or notes_about(update.memory or NO_MEMORY, question):
+    no note about ``question``, or gave up a note restating it (``lost_notes``): the update
+    again, its prompt showing only the chunk's sentences that share the most of the
+    question's terms (``focus_sentences``; none, no call); then, when the last of these calls
+    gave up ``memory``'s notes about the question too, ``memory`` is kept (flagged
+    ``notes_restored``). The added calls."""
+    after = update.memory or NO_MEMORY
+    if GATE_EXIT in update.flags or (
+        notes_about(after, question)
+        and not lost_notes(memory, after, question, config.keep_notes_share)
+    ):
         return []
     calls: list[Step] = []
     focus = focus_sentences(chunk.text, question, least_share=config.reread_least_share)
@@ -341,7 +352,7 @@ async def focused_reread(
         second.flags.append(FOCUSED_REREAD)
         calls.append(second)
     last = calls[-1] if calls else update
-    if not notes_about(last.memory or NO_MEMORY, question) and notes_about(memory, question):
+    if lost_notes(memory, last.memory or NO_MEMORY, question, config.keep_notes_share):
         last.memory = memory
         last.flags.append(NOTES_RESTORED)
     return calls

@@ -9,7 +9,8 @@ alone, the same adapter copies it. The question picks it, with no call: it is th
 shares the most of the question's terms.
 
 ``focus_sentences`` picks such sentences; ``notes_about`` says whether a memory holds notes
-about the question at all (the test focused notes clear a memory by).
+about the question at all (the test focused notes clear a memory by), ``restates`` whether one
+of them restates the question, and ``lost_notes`` whether an update gave up such notes.
 """
 
 from __future__ import annotations
@@ -54,6 +55,30 @@ def focus_sentences(
     if best < least:
         return []
     return [sentence for shared, sentence in scored if shared == best]
+
+
+def restates(memory: str, question: str, least_share: float = LEAST_SHARE) -> bool:
+    """Whether a note of ``memory`` holds at least ``least_share`` of ``question``'s terms
+    (and at least two): a copied needle restates its question."""
+    terms = question_terms(question)
+    least = max(LEAST_SHARED_TERMS, math.ceil(least_share * len(terms)))
+    return any(len(terms & words(note)) >= least for note in split_notes(memory))
+
+
+def lost_notes(before: str, after: str, question: str, keep_share: float = LEAST_SHARE) -> bool:
+    """Whether the memory ``after`` gave up notes about ``question`` that ``before`` held:
+    none of its notes is about the question, or (``keep_share`` above 0) ``before`` restated
+    the question and ``after`` does not. The second is prose over a needle: a sentence that
+    shares one generic term ("the token NUMBER") counts as a note about the question."""
+    if not notes_about(before, question):
+        return False
+    if not notes_about(after, question):
+        return True
+    return (
+        keep_share > 0
+        and restates(before, question, keep_share)
+        and not restates(after, question, keep_share)
+    )
 
 
 def notes_about(memory: str, question: str) -> bool:

@@ -30,6 +30,7 @@ AGENT_SETTINGS_ADDED = {
     "exact_copies": False,
     "focused_reread": False,
     "reread_least_share": 0.0,  # stop 53's focused rereads: two shared terms were enough
+    "keep_notes_share": 0.0,  # and notes were kept only against an update with none
 }
 
 
