@@ -105,10 +105,10 @@ class MemAgentConfig(SamplingConfig):
     # A needle restates its question; a multi-hop question's distractors share a few of its
     # terms (citations/focus.py LEAST_SHARE). 0 is stop 53's rule (two terms are enough).
     reread_least_share: float = LEAST_SHARE
-    # With focused rereads, a memory whose note restates the question (this share of its
-    # terms) is also kept against an update whose notes do not: copied prose that shares one
-    # generic term ("the token NUMBER") otherwise counts as notes about the question and
-    # replaces a noted needle (citations/focus.py lost_notes). 0 is stop 53's rule.
+    # With focused rereads, the memory kept against an update is one whose note restates the
+    # question (this share of its terms) when the update's notes do not (citations/focus.py
+    # lost_notes). 0 is stop 53's rule, one shared term: prose sharing "number" then replaced
+    # a noted needle, and filler sharing a key's word was kept against focused notes.
     keep_notes_share: float = LEAST_SHARE
     min_read: float = 0.0  # share of the chunks read before an exit is honoured
 

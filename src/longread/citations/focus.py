@@ -67,18 +67,14 @@ def restates(memory: str, question: str, least_share: float = LEAST_SHARE) -> bo
 
 def lost_notes(before: str, after: str, question: str, keep_share: float = LEAST_SHARE) -> bool:
     """Whether the memory ``after`` gave up notes about ``question`` that ``before`` held:
-    none of its notes is about the question, or (``keep_share`` above 0) ``before`` restated
-    the question and ``after`` does not. The second is prose over a needle: a sentence that
-    shares one generic term ("the token NUMBER") counts as a note about the question."""
-    if not notes_about(before, question):
-        return False
-    if not notes_about(after, question):
-        return True
-    return (
-        keep_share > 0
-        and restates(before, question, keep_share)
-        and not restates(after, question, keep_share)
-    )
+    ``before`` restated the question (``keep_share`` of its terms) and ``after`` does not.
+    With ``keep_share`` 0 (stop 53's rule): ``before`` held a note about the question (one
+    shared term) and ``after`` none. One term is too weak both ways: filler that shares a
+    key's word ("feather" for lively-feather) is then kept against focused notes clearing it
+    (RULER's 32K and 64K samples), and prose sharing "number" replaces a noted needle."""
+    if keep_share <= 0:
+        return notes_about(before, question) and not notes_about(after, question)
+    return restates(before, question, keep_share) and not restates(after, question, keep_share)
 
 
 def notes_about(memory: str, question: str) -> bool:

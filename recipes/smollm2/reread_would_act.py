@@ -1,0 +1,72 @@
+"""Where would ``--focused-reread on`` act on a run made without it?
+
+A run with the option is the run without it, call for call, up to the first update where the
+option acts: a reread call (the update left no note about the question, or gave up a note
+restating it, and a sentence of the section restates enough of the question) or a restore
+(the notes given up are kept). So replaying the option's test on the traces of a run made
+without it says which samples the option can change; a run where it never acts is the same
+run with the option on. Prints, per folder, the samples where it would act and how, and the
+verdict.
+
+    .venv/bin/python recipes/smollm2/reread_would_act.py \\
+      results/v2/runs/memagent-grpo26b-run-step6-ruler_niah_single_2-65536-notes+focused
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from longread.agents.memagent import NO_MEMORY, MemAgentConfig
+from longread.citations.focus import focus_sentences, lost_notes, notes_about
+from longread.trace import FOCUSED_REREAD, GATE_EXIT
+
+
+def section_of(prompt: str) -> str:
+    """The section an update prompt showed, in the papers' order or section first."""
+    if prompt.find("Section:\n") < prompt.find("Problem: "):  # section first
+        return prompt.split("Section:\n", 1)[1].split("\n\nProblem: ", 1)[0]
+    return prompt.split("\n\nSection:\n", 1)[1].split("\n\nUpdate the memory", 1)[0]
+
+
+def acts(trace: dict, config: MemAgentConfig) -> list[str]:
+    """How the option would act at each update of ``trace`` where it would: "reread at
+    step N" or "restore at step N"."""
+    question, before, found = trace["question"], NO_MEMORY, []
+    for step in trace["steps"]:
+        if step["kind"] != "update" or FOCUSED_REREAD in step.get("flags", []):
+            continue
+        after = step.get("memory") or before
+        keep = config.keep_notes_share
+        missed = not notes_about(after, question) or lost_notes(before, after, question, keep)
+        if GATE_EXIT not in step.get("flags", []) and missed:
+            section = section_of(step["messages"][-1]["content"])
+            if focus_sentences(section, question, least_share=config.reread_least_share):
+                found.append(f"reread at step {step['step']}")
+            elif lost_notes(before, after, question, keep):
+                found.append(f"restore at step {step['step']}")
+        before = after
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="run folders made without it")
+    args = parser.parse_args()
+    config = MemAgentConfig(focused_reread=True)
+    for run in args.runs:
+        changed = 0
+        traces = sorted((run / "traces").glob("*.json"))
+        for path in traces:
+            trace = json.loads(path.read_text())
+            found = acts(trace, config)
+            if found:
+                changed += 1
+                print(f"  {trace['sample_id']}: {', '.join(found[:4])}")
+        verdict = "the same run with the option on" if not changed else "may differ"
+        print(f"{run.name}: acts in {changed} of {len(traces)} samples: {verdict}")
+
+
+if __name__ == "__main__":
+    main()
