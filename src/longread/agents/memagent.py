@@ -320,6 +320,17 @@ async def update_and_probe(
     return new_memory, calls
 
 
+def missed_question(config: MemAgentConfig, question: str, memory: str, update: Step) -> bool:
+    """Whether ``update``, read onto ``memory``, left no note about ``question`` or gave up a
+    note restating it (``lost_notes``): where ``focused_reread`` acts. An exit never."""
+    after = update.memory or NO_MEMORY
+    if GATE_EXIT in update.flags:
+        return False
+    return not notes_about(after, question) or lost_notes(
+        memory, after, question, config.keep_notes_share
+    )
+
+
 async def focused_reread(
     ctx: CallContext,
     config: MemAgentConfig,
@@ -337,11 +348,7 @@ async def focused_reread(
     question's terms (``focus_sentences``; none, no call); then, when the last of these calls
     gave up ``memory``'s notes about the question too, ``memory`` is kept (flagged
     ``notes_restored``). The added calls."""
-    after = update.memory or NO_MEMORY
-    if GATE_EXIT in update.flags or (
-        notes_about(after, question)
-        and not lost_notes(memory, after, question, config.keep_notes_share)
-    ):
+    if not missed_question(config, question, memory, update):
         return []
     calls: list[Step] = []
     focus = focus_sentences(chunk.text, question, least_share=config.reread_least_share)

@@ -1,0 +1,77 @@
+"""recipes/smollm2/reread_would_act.py: the replay behind stop 54's claim that a run made
+without focused rereads is the same run with them on wherever the option never acts. Checked
+against the agent itself: the replay of a run without the option names exactly the updates
+where the run with it reread or restored."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from longread.agents.memagent import MemAgent, MemAgentConfig
+from longread.llm.base import Message
+from longread.trace import FOCUSED_REREAD, NOTES_RESTORED
+
+from .script_loader import load_script
+from .scripted import ScriptedBackend, WordTokenizer
+from .test_focused_reread import DECOY, NEEDLE, PROSE, QUESTION, SECTION, chunks_of, reading
+
+would_act = load_script("recipes/smollm2/reread_would_act.py")
+GENERIC = 'The rule "strings" and the token "NUMBER" are defined in the standard grammar.'
+
+
+def generic_over_needle() -> ScriptedBackend:
+    """Notes the needle, then copies prose sharing "number" with the question over it."""
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return "\\boxed{4243307}" if "4243307" in prompt else "\\boxed{0}"
+        return NEEDLE if "tired-beacon" in prompt.split("Section:\n", 1)[1] else GENERIC
+
+    return ScriptedBackend([reply] * 4)
+
+
+async def replay_and_run(make_backend, chunks, plain: MemAgentConfig):
+    """The replay's verdict on the run without the option, and the run with it."""
+    without = await MemAgent(make_backend(), WordTokenizer(), plain).run(QUESTION, chunks)
+    on = replace(plain, focused_reread=True)
+    with_option = await MemAgent(make_backend(), WordTokenizer(), on).run(QUESTION, chunks)
+    return would_act.acts(without, on), without, with_option
+
+
+def acted(run) -> list[str]:
+    """Where the run with the option reread or restored, in the replay's words."""
+    found = []
+    for step in run.steps:
+        if FOCUSED_REREAD in step.flags:
+            found.append(f"reread at step {step.step - 1}")  # the reread follows its update
+        elif NOTES_RESTORED in step.flags:
+            found.append(f"restore at step {step.step}")
+    return found
+
+
+async def test_the_replay_names_the_reread_the_agent_made():
+    chunks = chunks_of("Filler about kettles.", SECTION, "Last filler.")
+    found, without, on = await replay_and_run(
+        lambda: reading(PROSE), chunks, MemAgentConfig(focused_notes=True)
+    )
+    assert found == acted(on) == ["reread at step 1"]
+    assert (without.answer, on.answer) == ("1", "4243307")
+
+
+async def test_the_replay_names_the_restore_the_agent_made():
+    chunks = chunks_of(NEEDLE, f"{GENERIC} {PROSE}")
+    found, without, on = await replay_and_run(generic_over_needle, chunks, MemAgentConfig())
+    assert found == acted(on) == ["restore at step 1"]
+    assert (without.answer, on.answer) == ("0", "4243307")
+
+
+async def test_where_the_replay_finds_nothing_the_runs_are_the_same():
+    chunks = chunks_of("Filler about kettles.", SECTION, f"{PROSE} {DECOY}")
+    found, without, on = await replay_and_run(
+        lambda: reading(NEEDLE), chunks, MemAgentConfig(focused_notes=True)
+    )
+    assert found == acted(on) == []
+    assert [s.messages for s in without.steps] == [s.messages for s in on.steps]
+    assert [s.memory for s in without.steps] == [s.memory for s in on.steps]
