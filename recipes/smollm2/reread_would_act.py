@@ -9,6 +9,8 @@ run with the option on. Prints, per folder, the samples where it would act and h
 verdict. Stop 54: with the rule shipped, it acts on none of grpo26b's niah_single_2 samples at
 8K-64K, none of niah_single_3 8K or HotpotQA 2K; with stop 53's (``--stop53``) it restores
 copied filler that shares a key's word in 5 of 20 samples at 32K and 4 of 10 at 64K.
+``--made-with RUN`` checks the claim on a run made with the option (HotpotQA 2K: the same
+calls in 20 of 20 samples).
 
     .venv/bin/python recipes/smollm2/reread_would_act.py \\
       results/v2/runs/memagent-grpo26b-run-step6-ruler_niah_single_2-65536-notes+focused
@@ -49,13 +51,32 @@ def acts(run: Run, config: MemAgentConfig) -> list[str]:
     return found
 
 
+def same_calls(without: Path, made_with: Path) -> None:
+    """Print how many samples of ``made_with`` made the same calls as in ``without``."""
+    same, paths = 0, sorted((without / "traces").glob("*.json"))
+    for path in paths:
+        a, b = Run.load(path), Run.load(made_with / "traces" / path.name)
+        calls = [[(s.messages, s.reply) for s in run.steps] for run in (a, b)]
+        same += calls[0] == calls[1]
+    print(f"{made_with.name}: {same} of {len(paths)} samples made the same calls as {without.name}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run folders made without it")
     parser.add_argument(
         "--stop53", action="store_true", help="stop 53's rule: one shared term, two for a reread"
     )
+    parser.add_argument(
+        "--made-with",
+        type=Path,
+        help="a run folder of the same data made with the option: count the samples whose "
+        "calls (prompts and replies) are the same as the first folder's",
+    )
     args = parser.parse_args()
+    if args.made_with:
+        same_calls(args.runs[0], args.made_with)
+        return
     config = MemAgentConfig(focused_reread=True)
     if args.stop53:
         config = MemAgentConfig(focused_reread=True, reread_least_share=0, keep_notes_share=0)
