@@ -49,9 +49,9 @@ SAID = (
 )
 # ... and the memory options the shipped adapter reads with (its provenance's reads_with)
 READS = (
-    "longread: the memory adapter reads with grounded notes, focused notes and exact copies, as "
-    "it shipped (give --grounded-notes off/--focused-notes off/--exact-copies off for the "
-    "papers' memory)\n"
+    "longread: the memory adapter reads with grounded notes, focused notes, exact copies and "
+    "focused rereads, as it shipped (give --grounded-notes off/--focused-notes off/"
+    "--exact-copies off/--focused-reread off for the papers' memory)\n"
 )
 
 
