@@ -74,6 +74,20 @@ def reading(at_needle: str) -> ScriptedBackend:
     return ScriptedBackend([reply] * 10)
 
 
+def needle_then(prose: str) -> ScriptedBackend:
+    """A reader that notes the needle where its section has it and copies ``prose`` over its
+    notes everywhere else, and answers from the memory."""
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return "\\boxed{4243307}" if "4243307" in prompt else "\\boxed{0}"
+        section = prompt.split("Section:\n", 1)[1]
+        return NEEDLE if "tired-beacon" in section else prose
+
+    return ScriptedBackend([reply] * 6)
+
+
 def chunks_of(*sections: str) -> list[Chunk]:
     tok = WordTokenizer()
     return [Chunk(i, text, tok.count(text)) for i, text in enumerate(sections)]
@@ -115,24 +129,13 @@ async def test_notes_about_the_question_are_kept_when_a_later_update_copies_pros
     """grpo26b's ledger sample 8: the needle in the notes for six sections, then prose copied
     over it at the seventh, which focused notes cleared; the answer was lost."""
 
-    def reply(messages: Sequence[Message]) -> str:
-        prompt = messages[-1]["content"]
-        if "\\boxed" in prompt:
-            return "\\boxed{4243307}" if "4243307" in prompt else "\\boxed{0}"
-        section = prompt.split("Section:\n", 1)[1]
-        return NEEDLE if "tired-beacon" in section else PROSE
-
     chunks = chunks_of(NEEDLE, "Filler about kettles.", f"{PROSE} {DECOY}")
     for focused_notes in (True, False):
         config = MemAgentConfig(focused_notes=focused_notes)
-        lost = await MemAgent(ScriptedBackend([reply] * 5), WordTokenizer(), config).run(
-            QUESTION, chunks
-        )
+        lost = await MemAgent(needle_then(PROSE), WordTokenizer(), config).run(QUESTION, chunks)
         assert lost.answer == "0"
         config = MemAgentConfig(focused_notes=focused_notes, focused_reread=True)
-        run = await MemAgent(ScriptedBackend([reply] * 5), WordTokenizer(), config).run(
-            QUESTION, chunks
-        )
+        run = await MemAgent(needle_then(PROSE), WordTokenizer(), config).run(QUESTION, chunks)
         assert run.answer == "4243307"
         assert [NOTES_RESTORED in s.flags for s in run.steps[:3]] == [False, True, True]
         assert all(s.memory == NEEDLE for s in run.steps[:3])
@@ -144,22 +147,13 @@ async def test_a_noted_needle_is_kept_against_prose_that_shares_one_generic_term
     Such a note is about the question, so stop 53's rule kept the prose and lost the answer."""
     generic = 'The rule "strings" and the token "NUMBER" are defined in the standard grammar.'
 
-    def reply(messages: Sequence[Message]) -> str:
-        prompt = messages[-1]["content"]
-        if "\\boxed" in prompt:
-            return "\\boxed{4243307}" if "4243307" in prompt else "\\boxed{0}"
-        section = prompt.split("Section:\n", 1)[1]
-        return NEEDLE if "tired-beacon" in section else generic
-
     chunks = chunks_of(NEEDLE, f"{generic} {PROSE}")
     assert notes_about(generic, QUESTION)  # one shared term: a note about the question
     stop53 = MemAgentConfig(focused_reread=True, reread_least_share=0, keep_notes_share=0)
-    lost = await MemAgent(ScriptedBackend([reply] * 3), WordTokenizer(), stop53).run(
-        QUESTION, chunks
-    )
+    lost = await MemAgent(needle_then(generic), WordTokenizer(), stop53).run(QUESTION, chunks)
     assert lost.answer == "0"
     config = MemAgentConfig(focused_reread=True)
-    backend = ScriptedBackend([reply] * 3)
+    backend = needle_then(generic)
     run = await MemAgent(backend, WordTokenizer(), config).run(QUESTION, chunks)
     assert run.answer == "4243307" and run.steps[1].memory == NEEDLE
     assert NOTES_RESTORED in run.steps[1].flags

@@ -5,31 +5,26 @@ where the run with it reread or restored."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 
 from longread.agents.memagent import MemAgent, MemAgentConfig
-from longread.llm.base import Message
 from longread.trace import FOCUSED_REREAD, NOTES_RESTORED
 
 from .script_loader import load_script
-from .scripted import ScriptedBackend, WordTokenizer
-from .test_focused_reread import DECOY, NEEDLE, PROSE, QUESTION, SECTION, chunks_of, reading
+from .scripted import WordTokenizer
+from .test_focused_reread import (
+    DECOY,
+    NEEDLE,
+    PROSE,
+    QUESTION,
+    SECTION,
+    chunks_of,
+    needle_then,
+    reading,
+)
 
 would_act = load_script("recipes/smollm2/reread_would_act.py")
 GENERIC = 'The rule "strings" and the token "NUMBER" are defined in the standard grammar.'
-
-
-def generic_over_needle() -> ScriptedBackend:
-    """Notes the needle, then copies prose sharing "number" with the question over it."""
-
-    def reply(messages: Sequence[Message]) -> str:
-        prompt = messages[-1]["content"]
-        if "\\boxed" in prompt:
-            return "\\boxed{4243307}" if "4243307" in prompt else "\\boxed{0}"
-        return NEEDLE if "tired-beacon" in prompt.split("Section:\n", 1)[1] else GENERIC
-
-    return ScriptedBackend([reply] * 4)
 
 
 async def replay_and_run(make_backend, chunks, plain: MemAgentConfig):
@@ -62,7 +57,9 @@ async def test_the_replay_names_the_reread_the_agent_made():
 
 async def test_the_replay_names_the_restore_the_agent_made():
     chunks = chunks_of(NEEDLE, f"{GENERIC} {PROSE}")
-    found, without, on = await replay_and_run(generic_over_needle, chunks, MemAgentConfig())
+    found, without, on = await replay_and_run(
+        lambda: needle_then(GENERIC), chunks, MemAgentConfig()
+    )
     assert found == acted(on) == ["restore at step 1"]
     assert (without.answer, on.answer) == ("0", "4243307")
 
