@@ -97,10 +97,11 @@ class MemAgentConfig(SamplingConfig):
     # When an update left no note about the question (it copied filler, or wrote the empty
     # memory), show the update prompt once more with only the section's sentences that share
     # the most of the question's terms, at least two and at least reread_least_share of them
-    # (citations/focus.py; flagged focused_reread); when neither call left such notes, keep
-    # the memory before them if it had some (flagged notes_restored). A small model copies
-    # prose over a needle worded unlike its training, and keeps the needle when shown it
-    # alone. Off is the papers' memory.
+    # (citations/focus.py; flagged focused_reread); it acts too after an update that gave up a
+    # note restating the question, and keeps the memory before when the notes left do not
+    # restate it (flagged notes_restored; keep_notes_share). A small model copies prose over
+    # a needle worded unlike its training, and keeps the needle when shown it alone. Off is
+    # the papers' memory.
     focused_reread: bool = False
     # A needle restates its question; a multi-hop question's distractors share a few of its
     # terms (citations/focus.py LEAST_SHARE). 0 is stop 53's rule (two terms are enough).
