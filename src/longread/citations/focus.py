@@ -38,6 +38,12 @@ LEAST_SHARED_TERMS = 2
 LEAST_SHARE = 0.6
 
 
+def least_terms(terms: set[str], share: float, least: int = LEAST_SHARED_TERMS) -> int:
+    """How many of the question's ``terms`` a sentence or note must hold: ``share`` of them,
+    and at least ``least``."""
+    return max(least, math.ceil(share * len(terms)))
+
+
 def focus_sentences(
     text: str, question: str, least: int = LEAST_SHARED_TERMS, least_share: float = LEAST_SHARE
 ) -> list[str]:
@@ -45,7 +51,7 @@ def focus_sentences(
     ``least`` of them and at least ``least_share`` of the terms, in the order they come; none
     when no sentence shares that many."""
     terms = question_terms(question)
-    least = max(least, math.ceil(least_share * len(terms)))
+    least = least_terms(terms, least_share, least)
     scored = [
         (len(terms & words(sentence)), sentence.strip())
         for sentence in _SENTENCE_END.split(text)
@@ -61,7 +67,7 @@ def restates(memory: str, question: str, least_share: float = LEAST_SHARE) -> bo
     """Whether a note of ``memory`` holds at least ``least_share`` of ``question``'s terms
     (and at least two): a copied needle restates its question."""
     terms = question_terms(question)
-    least = max(LEAST_SHARED_TERMS, math.ceil(least_share * len(terms)))
+    least = least_terms(terms, least_share)
     return any(len(terms & words(note)) >= least for note in split_notes(memory))
 
 
