@@ -461,7 +461,7 @@ def test_composed_wordings_differ_by_sample_and_keep_clear_of_the_held_out_ones(
     assert any("{key}" not in t for t in templates)  # key-less ones where one needle
     assert all("{key}" in s.meta["needle_template"] for s in multi)
     held_words = {"shelf", "ledger", "archive", "catalogued", "harbour", "radio", "dial"}
-    held_words |= {"locker", "whoever"}
+    held_words |= {"locker", "whoever", "greenhouse", "thermostat", "tends"}
     for sample in [*single, *multi]:
         assert sample.meta["wording"] == "composed"
         template = sample.meta["needle_template"]
@@ -478,7 +478,14 @@ def test_composed_wordings_differ_by_sample_and_keep_clear_of_the_held_out_ones(
 
 
 @pytest.mark.parametrize(
-    "name", ["heldout-archive", "heldout-ledger", "heldout-harbour", "heldout-locker"]
+    "name",
+    [
+        "heldout-archive",
+        "heldout-ledger",
+        "heldout-harbour",
+        "heldout-locker",
+        "heldout-greenhouse",
+    ],
 )
 def test_a_held_out_wording_is_built_only_when_named(name: str) -> None:
     from longread.data._niah import HELDOUT_WORDINGS

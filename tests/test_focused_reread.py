@@ -12,7 +12,7 @@ from longread.agents.memagent import NO_MEMORY, MemAgent, MemAgentConfig
 from longread.citations.focus import focus_sentences, lost_notes, notes_about, restates
 from longread.llm.base import Message
 from longread.text.chunking import Chunk
-from longread.trace import FOCUSED_REREAD, NOTES_RESTORED, NOTES_UNRELATED
+from longread.trace import FOCUSED_REREAD, NOTES_RESTORED, NOTES_UNGROUNDED, NOTES_UNRELATED
 
 from .scripted import ScriptedBackend, WordTokenizer
 
@@ -179,3 +179,76 @@ async def test_the_exit_probe_after_a_reread_judges_the_reread_notes():
     # the update, its reread, the probe on the reread's notes (yes: reading stops), the answer
     assert kinds == [("update", 0), ("update", 1), ("probe", 2), ("final", 3)]
     assert NEEDLE in run.steps[2].messages[-1]["content"] and run.answer == "4243307"
+
+
+# grpo26b's misses on the held-out locker wording (stop 54,
+# results/v2/runs/memagent-grpo26b-run-step6-unseen-locker-8192-notes+focused+exact+reread).
+LOCKER_QUESTION = "To what number must the dial be turned to open lonely-flame's locker?"
+LOCKER_NEEDLE = "Whoever wants to open lonely-flame's locker must turn the dial to 4331324."
+REWORDED = "To turn the dial to 4331324, you must turn it to 4331324."  # sample 0's reread
+MUST_PROSE = (  # sample 2's notes at the needle's section: "must" is one of the question's terms
+    "The primary must evaluate to an object of a type that supports attribute references."
+)
+
+
+def locker_reading(at_needle: str, shown_needle: str) -> ScriptedBackend:
+    """A reader that writes ``at_needle`` at the needle's section and ``shown_needle`` when
+    shown the needle alone, keeps its memory elsewhere, and answers from the memory."""
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return "\\boxed{4331324}" if "4331324" in prompt else "\\boxed{10}"
+        section = prompt.split("Section:\n", 1)[1].split("\n\nUpdate the memory", 1)[0]
+        memory = prompt.split("Memory:\n", 1)[1].split("\n\nSection:", 1)[0]
+        if section.strip() == LOCKER_NEEDLE:
+            return shown_needle
+        return at_needle if "lonely-flame" in section else memory
+
+    return ScriptedBackend([reply] * 8)
+
+
+LOCKER_SECTION = f"{PROSE} {MUST_PROSE} {LOCKER_NEEDLE} {DECOY}"
+STOP54 = {"reread_grounds_shown": False, "reread_unrestated": False}
+SHIPPED_NOTES = {"grounded_notes": True, "focused_notes": True, "exact_copies": True}
+
+
+async def run_locker(backend: ScriptedBackend, **settings: object):  # type: ignore[no-untyped-def]
+    chunks = chunks_of("Filler about kettles.", LOCKER_SECTION, "Last filler.")
+    config = MemAgentConfig(focused_reread=True, **SHIPPED_NOTES, **settings)  # type: ignore[arg-type]
+    return await MemAgent(backend, WordTokenizer(), config).run(LOCKER_QUESTION, chunks)
+
+
+async def test_a_reread_note_rewording_the_needle_it_was_shown_is_not_cut_as_made_up():
+    """Locker samples 0, 1, 12, 14-17, 19 (9 of 12 misses): the reread rewords the needle too
+    far for the fuzzy alignment, grounded notes cut it, and the answer is a guess."""
+    lost = await run_locker(locker_reading(PROSE, REWORDED), **STOP54)
+    assert lost.answer == "10" and NOTES_UNGROUNDED in lost.steps[2].flags
+    run = await run_locker(locker_reading(PROSE, REWORDED))
+    assert run.answer == "4331324"
+    reread = next(s for s in run.steps if FOCUSED_REREAD in s.flags)
+    assert reread.memory == REWORDED and NOTES_UNGROUNDED not in reread.flags
+    # the note is cited to the needle it rewords, where the needle stands in the section
+    [span] = reread.sources
+    assert span.quote == LOCKER_NEEDLE and span.chunk == 1
+    assert span.in_chunk == LOCKER_SECTION.index(LOCKER_NEEDLE)
+    # a value the shown sentence does not hold is still cut: it was made up
+    made_up = await run_locker(locker_reading(PROSE, REWORDED.replace("4331324", "1000")))
+    assert made_up.answer == "10"
+    assert NOTES_UNGROUNDED in next(s for s in made_up.steps if FOCUSED_REREAD in s.flags).flags
+
+
+async def test_prose_sharing_one_word_of_the_question_does_not_stop_a_reread():
+    """Locker samples 2, 4, 11: prose sharing "must" with the question is noted at the
+    needle's section; it is about the question by one term, so stop 54's rule reread
+    nothing."""
+    assert notes_about(MUST_PROSE, LOCKER_QUESTION)
+    assert not restates(MUST_PROSE, LOCKER_QUESTION)
+    lost = await run_locker(locker_reading(MUST_PROSE, LOCKER_NEEDLE), **STOP54)
+    assert lost.answer == "10" and not any(FOCUSED_REREAD in s.flags for s in lost.steps)
+    backend = locker_reading(MUST_PROSE, LOCKER_NEEDLE)
+    run = await run_locker(backend)
+    assert run.answer == "4331324"
+    assert [s.chunk_index for s in run.steps if FOCUSED_REREAD in s.flags] == [1]
+    # no reread at the filler sections: no sentence there restates the question
+    assert len(backend.requests) == 3 + 1 + 1  # three updates, the reread, the answer

@@ -68,6 +68,11 @@ def main() -> None:
         "--stop53", action="store_true", help="stop 53's rule: one shared term, two for a reread"
     )
     parser.add_argument(
+        "--stop54",
+        action="store_true",
+        help="stop 54's rule: reread only after an update that left no note about the question",
+    )
+    parser.add_argument(
         "--made-with",
         type=Path,
         help="a run folder of the same data made with the option: count the samples whose "
@@ -79,7 +84,17 @@ def main() -> None:
         return
     config = MemAgentConfig(focused_reread=True)
     if args.stop53:
-        config = MemAgentConfig(focused_reread=True, reread_least_share=0, keep_notes_share=0)
+        config = MemAgentConfig(
+            focused_reread=True,
+            reread_least_share=0,
+            keep_notes_share=0,
+            reread_unrestated=False,
+            reread_grounds_shown=False,
+        )
+    if args.stop54:
+        config = MemAgentConfig(
+            focused_reread=True, reread_unrestated=False, reread_grounds_shown=False
+        )
     for run in args.runs:
         changed = 0
         traces = sorted((run / "traces").glob("*.json"))

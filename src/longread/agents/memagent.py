@@ -15,7 +15,7 @@ from typing import Protocol
 
 from ..citations import Evidence, memory_evidence
 from ..citations.copies import exact_answer_copy, exact_copies
-from ..citations.focus import LEAST_SHARE, focus_sentences, lost_notes, notes_about
+from ..citations.focus import LEAST_SHARE, focus_sentences, lost_notes, notes_about, restates
 from ..citations.grounding import exit_grounded, unrelated_notes, without_ungrounded
 from ..errors import UsageError
 from ..llm.base import Message
@@ -111,6 +111,19 @@ class MemAgentConfig(SamplingConfig):
     # lost_notes). 0 is stop 53's rule, one shared term: prose sharing "number" then replaced
     # a noted needle, and filler sharing a key's word was kept against focused notes.
     keep_notes_share: float = LEAST_SHARE
+    # With focused rereads, a reread's notes that reword a sentence it was shown are traced to
+    # that sentence when they claim only what it says (its numbers and names;
+    # citations/align.py shown_match): the adapter rewords a needle worded unlike its
+    # training ("To turn the dial to N, you must turn it to N."), too far for the fuzzy
+    # alignment, and grounded notes then cut the answer (stop 54's locker wording: 9 of its
+    # 12 misses). False is stop 54's rule.
+    reread_grounds_shown: bool = True
+    # With focused rereads, reread after any update that left no note restating the question
+    # (keep_notes_share of its terms), not only after one that left no note about it: prose
+    # sharing one of its words ("must") otherwise passes for notes about it at the needle's
+    # section (stop 54's locker wording: 3 of its 12 misses). No call is made unless a
+    # sentence of the section restates the question. False is stop 54's rule.
+    reread_unrestated: bool = True
     min_read: float = 0.0  # share of the chunks read before an exit is honoured
 
     def __post_init__(self) -> None:
@@ -185,14 +198,15 @@ async def update_step(
     step: int,
     phase: str = "",
     reread: Reread | None = None,
-    shown: str | None = None,
+    shown: list[str] | None = None,
 ) -> Step:
     """One MemAgent turn: the reply (minus any <think>) replaces the memory; a reply with no
     memory in it keeps the old one (flagged). Under the gates (agents/gates.py) a ``<keep/>``
     keeps it too and an ending ``<exit/>`` is flagged for the reading loop to stop. The
-    prompt shows ``shown`` in place of the chunk's text when given (a focused reread); notes
-    are traced to the whole chunk either way."""
-    section = chunk.text if shown is None else shown
+    prompt shows the ``shown`` sentences in place of the chunk's text when given (a focused
+    reread); notes are traced to the whole chunk either way, and with
+    ``reread_grounds_shown`` to a shown sentence they reword."""
+    section = chunk.text if shown is None else " ".join(shown)
     messages = update_messages(question, memory, section, config.prompts, config)
     record = await ctx.call(
         "update",
@@ -217,7 +231,10 @@ async def update_step(
             keep_memory(record, gate.memory, memory)
     else:
         keep_memory(record, text, memory)
-    record.sources = ctx.provenance.on_update(memory, record.memory or memory, chunk, question)
+    anchors = shown if shown is not None and config.reread_grounds_shown else []
+    record.sources = ctx.provenance.on_update(
+        memory, record.memory or memory, chunk, question, anchors
+    )
     if config.exact_copies:
         repair_near_copies(ctx, question, record)
     if config.grounded_notes:
@@ -322,11 +339,14 @@ async def update_and_probe(
 
 
 def missed_question(config: MemAgentConfig, question: str, memory: str, update: Step) -> bool:
-    """Whether ``update``, read onto ``memory``, left no note about ``question`` or gave up a
-    note restating it (``lost_notes``): where ``focused_reread`` acts. An exit never."""
+    """Whether ``update``, read onto ``memory``, left no note about ``question`` (with
+    ``reread_unrestated``: none restating it) or gave up a note restating it
+    (``lost_notes``): where ``focused_reread`` acts. An exit never."""
     after = update.memory or NO_MEMORY
     if GATE_EXIT in update.flags:
         return False
+    if config.reread_unrestated and not restates(after, question, config.keep_notes_share):
+        return True
     return not notes_about(after, question) or lost_notes(
         memory, after, question, config.keep_notes_share
     )
@@ -344,7 +364,8 @@ async def focused_reread(
     reread: Reread | None = None,
 ) -> list[Step]:
     """With ``focused_reread``, after ``update`` (which read ``chunk`` onto ``memory``) left
-    no note about ``question``, or gave up a note restating it (``lost_notes``): the update
+    no note about ``question`` (or none restating it) or gave up a note restating it
+    (``missed_question``): the update
     again, its prompt showing only the chunk's sentences that share the most of the
     question's terms (``focus_sentences``; none, no call); then, when the last of these calls
     gave up ``memory``'s notes about the question too, ``memory`` is kept (flagged
@@ -355,7 +376,7 @@ async def focused_reread(
     focus = focus_sentences(chunk.text, question, least_share=config.reread_least_share)
     if focus:
         second = await update_step(
-            ctx, config, question, memory, chunk, step, phase, reread, shown=" ".join(focus)
+            ctx, config, question, memory, chunk, step, phase, reread, shown=focus
         )
         second.flags.append(FOCUSED_REREAD)
         calls.append(second)

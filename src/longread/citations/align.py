@@ -9,6 +9,7 @@ model anything. The match is widened to whole sentences, which is what a reader 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rapidfuzz import fuzz
@@ -26,6 +27,7 @@ _LINE_MARKER = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 _WORD = re.compile(r"\w+")
 _SENTENCE_STOP = re.compile(r"[.!?](?=\s|$)|\n")
+_SPECIFIC = re.compile(r"\w*\d\w*|[A-Z]\w*")  # numbers and names: what a note claims
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,34 @@ def align(note: str, text: str, min_score: float = MIN_ALIGN_SCORE) -> Match | N
         return None
     start, end = widen_to_sentences(text, found.dest_start, found.dest_end)
     return Match(start, end, found.score)
+
+
+def shown_match(note: str, text: str, shown: Sequence[str]) -> Match | None:
+    """The first of the ``shown`` sentences of ``text`` that holds every specific word of
+    ``note`` (``specific_words``; a note with none matches nothing), scored as ``align``
+    scores: where a reread showed the model a few sentences, a note that rewords one but
+    claims only what it says was written from it ("To turn the dial to 4331324, you must turn
+    it to 4331324." from "Whoever wants to open lonely-flame's locker must turn the dial to
+    4331324.", which ``align`` scores below ``MIN_ALIGN_SCORE``)."""
+    claimed = [fold(word) for word in specific_words(note)]
+    if not claimed or len(note) < MIN_NOTE_CHARS:
+        return None
+    for sentence in shown:
+        at = fold(text).find(fold(sentence))
+        if at >= 0 and all(word in words(sentence) for word in claimed):
+            score = fuzz.partial_ratio(fold(note), fold(sentence))
+            return Match(at, at + len(sentence), score)
+    return None
+
+
+def specific_words(note: str) -> list[str]:
+    """The numbers and capitalised words of ``note``; its first word only if it holds a
+    digit (a sentence's first word is capitalised anyway)."""
+    found = list(_SPECIFIC.finditer(note))
+    opens = bool(found) and found[0].start() == len(note) - len(note.lstrip())
+    if opens and not any(char.isdigit() for char in found[0].group()):
+        found = found[1:]
+    return [match.group() for match in found]
 
 
 def without_echo(note: str, echo: str, text: str) -> str:

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import re
 
-from .align import fold, split_notes
+from .align import fold, specific_words, split_notes
 from .align import words as _words
 from .evidence import question_terms
 from .provenance import Provenance
 
-_SPECIFIC = re.compile(r"\w*\d\w*|[A-Z]\w*")  # numbers and names: what a note claims
 _MARKER_ONLY = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*$")  # a list marker whose note was cut
 
 
@@ -78,13 +77,3 @@ def _traced(note: str, provenance: Provenance) -> bool:
         return False
     quoted = _words(span.quote)
     return all(fold(word) in quoted for word in specific_words(note))
-
-
-def specific_words(note: str) -> list[str]:
-    """The numbers and capitalised words of ``note``; its first word only if it holds a
-    digit (a sentence's first word is capitalised anyway)."""
-    found = list(_SPECIFIC.finditer(note))
-    opens = bool(found) and found[0].start() == len(note) - len(note.lstrip())
-    if opens and not any(char.isdigit() for char in found[0].group()):
-        found = found[1:]
-    return [match.group() for match in found]

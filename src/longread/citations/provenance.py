@@ -14,11 +14,12 @@ document costs bounded memory.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from rapidfuzz import fuzz, process
 
 from ..text.chunking import Chunk
-from .align import MIN_ALIGN_SCORE, align, note_key, split_notes, without_echo
+from .align import MIN_ALIGN_SCORE, align, note_key, shown_match, split_notes, without_echo
 from .model import SourceSpan
 
 # A rewritten note inherits an earlier note's span from this similarity (0-100) up, unless the
@@ -35,12 +36,19 @@ class Provenance:
         self._spans: OrderedDict[str, SourceSpan] = OrderedDict()
 
     def on_update(
-        self, old_memory: str, new_memory: str, chunk: Chunk, question: str = ""
+        self,
+        old_memory: str,
+        new_memory: str,
+        chunk: Chunk,
+        question: str = "",
+        shown: Sequence[str] = (),
     ) -> list[SourceSpan]:
         """Record the notes ``new_memory`` added to ``old_memory`` after reading ``chunk``
         for ``question`` (whose phrasing a note may repeat); their spans, for the step
-        record."""
-        return self._record(old_memory, new_memory, chunk, question)
+        record. ``shown``: the chunk's sentences the update was shown in place of the whole
+        (a focused reread); a note that aligns nowhere but claims only what one of them says
+        is traced to it (``align.shown_match``)."""
+        return self._record(old_memory, new_memory, chunk, question, shown)
 
     def on_integrate(self, old_memory: str, new_memory: str) -> list[SourceSpan]:
         """As ``on_update`` for a rewrite that read no chunk (notes can only inherit)."""
@@ -56,7 +64,12 @@ class Provenance:
         return self._inherit(note, key)
 
     def _record(
-        self, old_memory: str, new_memory: str, chunk: Chunk | None, question: str = ""
+        self,
+        old_memory: str,
+        new_memory: str,
+        chunk: Chunk | None,
+        question: str = "",
+        shown: Sequence[str] = (),
     ) -> list[SourceSpan]:
         kept = {note_key(note) for note in split_notes(old_memory)}
         added: list[SourceSpan] = []
@@ -66,14 +79,19 @@ class Provenance:
                 if key in self._spans:
                     self._spans.move_to_end(key)
                 continue
-            span = self._source(note, key, chunk, question)
+            span = self._source(note, key, chunk, question, shown)
             if span is not None:
                 self._remember(key, span)
                 added.append(span)
         return added
 
     def _source(
-        self, note: str, key: str, chunk: Chunk | None, question: str = ""
+        self,
+        note: str,
+        key: str,
+        chunk: Chunk | None,
+        question: str = "",
+        shown: Sequence[str] = (),
     ) -> SourceSpan | None:
         """The chunk's span for ``note``, unless an earlier note is closer to it: then the
         note was carried over, reworded (a heading "part 7" read in this chunk is closer to it
@@ -83,6 +101,8 @@ class Provenance:
         if match is None and chunk is not None and question:
             trimmed = without_echo(note, question, chunk.text)
             match = None if trimmed == note else align(trimmed, chunk.text, MIN_ALIGN_SCORE)
+        if match is None and chunk is not None and shown:
+            match = shown_match(note, chunk.text, shown)
         if match is not None and (inherited is None or match.score >= inherited.score):
             assert chunk is not None
             return SourceSpan(

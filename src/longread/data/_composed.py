@@ -7,7 +7,8 @@ Keyed wordings name the key; key-less ones name a place instead ("the north vaul
 question still points at one sentence. The parts keep clear of the held-out wordings'
 features (``_niah.HELDOUT_WORDINGS``): no possessive key, no "reads", no non-restrictive
 clause set off by commas between noun and value, no conditional instruction ("should X
-fail, dial V"), and none of their nouns (shelf, ledger, archive, catalogue, harbour, radio, locker).
+fail, dial V"), and none of their nouns (shelf, ledger, archive, catalogue, harbour, radio, locker,
+greenhouse, thermostat).
 ``tests/test_builders.py`` checks the words.
 """
 

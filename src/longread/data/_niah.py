@@ -160,6 +160,15 @@ HELDOUT_WORDINGS: dict[str, Wording] = {
         "To what {noun} must the dial be turned to open {key}'s locker?",
         "To what {nouns} must the dials be turned to open the lockers of {keys}?",
     ),
+    # Written at stop 55, before any run on it, after the reread's grounding and trigger were
+    # fixed on the locker wording's misses: the key as the subject of a "when" clause that
+    # opens the sentence, the value after "at", a verb ("stays") the question words
+    # differently ("stay"), and a noun the question names that the needle does not.
+    "heldout-greenhouse": Wording(
+        "When {key} tends the greenhouse, the thermostat stays at {value}.",
+        "At what {noun} does the thermostat stay when {key} tends the greenhouse?",
+        "At what {nouns} do the thermostats stay when {keys} tend the greenhouse?",
+    ),
 }
 WORDING_CHOICES = (*WORDINGS, *HELDOUT_WORDINGS, "mixed", "varied", "composed")
 KEYLESS_SHARE = 0.25  # of composed wordings, where the task has one needle
