@@ -193,7 +193,9 @@ MUST_PROSE = (  # sample 2's notes at the needle's section: "must" is one of the
 
 def locker_reading(at_needle: str, shown_needle: str) -> ScriptedBackend:
     """A reader that writes ``at_needle`` at the needle's section and ``shown_needle`` when
-    shown the needle alone, keeps its memory elsewhere, and answers from the memory."""
+    shown the needle alone, copies prose over its notes at the last section (as sample 0
+    did four sections after its reread), keeps its memory elsewhere, and answers from the
+    memory."""
 
     def reply(messages: Sequence[Message]) -> str:
         prompt = messages[-1]["content"]
@@ -203,13 +205,15 @@ def locker_reading(at_needle: str, shown_needle: str) -> ScriptedBackend:
         memory = prompt.split("Memory:\n", 1)[1].split("\n\nSection:", 1)[0]
         if section.strip() == LOCKER_NEEDLE:
             return shown_needle
+        if "Last filler" in section:
+            return PROSE
         return at_needle if "lonely-flame" in section else memory
 
     return ScriptedBackend([reply] * 8)
 
 
 LOCKER_SECTION = f"{PROSE} {MUST_PROSE} {LOCKER_NEEDLE} {DECOY}"
-STOP54 = {"reread_grounds_shown": False, "reread_unrestated": False}
+STOP54 = {"reread_cites": False, "reread_unrestated": False}
 SHIPPED_NOTES = {"grounded_notes": True, "focused_notes": True, "exact_copies": True}
 
 
@@ -221,13 +225,18 @@ async def run_locker(backend: ScriptedBackend, **settings: object):  # type: ign
 
 async def test_a_reread_note_rewording_the_needle_it_was_shown_is_not_cut_as_made_up():
     """Locker samples 0, 1, 12, 14-17, 19 (9 of 12 misses): the reread rewords the needle too
-    far for the fuzzy alignment, grounded notes cut it, and the answer is a guess."""
+    far for the fuzzy alignment, grounded notes cut it, and the answer is a guess. Traced to
+    the needle, it is kept as a note restating the question when prose is copied over it
+    later (the note alone shares 2 of the question's 8 terms)."""
+    assert not restates(REWORDED, LOCKER_QUESTION)
     lost = await run_locker(locker_reading(PROSE, REWORDED), **STOP54)
     assert lost.answer == "10" and NOTES_UNGROUNDED in lost.steps[2].flags
     run = await run_locker(locker_reading(PROSE, REWORDED))
     assert run.answer == "4331324"
     reread = next(s for s in run.steps if FOCUSED_REREAD in s.flags)
     assert reread.memory == REWORDED and NOTES_UNGROUNDED not in reread.flags
+    last = run.steps[-2]
+    assert last.chunk_index == 2 and NOTES_RESTORED in last.flags and last.memory == REWORDED
     # the note is cited to the needle it rewords, where the needle stands in the section
     [span] = reread.sources
     assert span.quote == LOCKER_NEEDLE and span.chunk == 1

@@ -22,6 +22,7 @@ import argparse
 from pathlib import Path
 
 from longread.agents.memagent import NO_MEMORY, MemAgentConfig, missed_question
+from longread.citations.align import note_key
 from longread.citations.focus import focus_sentences, lost_notes
 from longread.trace import FOCUSED_REREAD, Run
 
@@ -35,17 +36,21 @@ def section_of(prompt: str) -> str:
 
 def acts(run: Run, config: MemAgentConfig) -> list[str]:
     """How the option would act at each update of ``run`` where it would: "reread at step N"
-    or "restore at step N" (the agent's own test, ``missed_question``)."""
-    before, found = NO_MEMORY, []
+    or "restore at step N" (the agent's own test, ``missed_question``). With
+    ``reread_cites``, a note's cited sentence is the one its step's sources recorded for a
+    note of the same words (the run's provenance, less its fuzzy inheritance)."""
+    before, found, quotes = NO_MEMORY, [], {}
+    cited = (lambda note: quotes.get(note_key(note))) if config.reread_cites else None
     for step in run.steps:
+        quotes.update({note_key(span.line): span.quote for span in step.sources or []})
         if step.kind != "update" or FOCUSED_REREAD in step.flags:
             continue
         step.memory = after = step.memory or before
-        if missed_question(config, run.question, before, step):
+        if missed_question(config, run.question, before, step, cited):
             section = section_of(step.messages[-1]["content"])
             if focus_sentences(section, run.question, least_share=config.reread_least_share):
                 found.append(f"reread at step {step.step}")
-            elif lost_notes(before, after, run.question, config.keep_notes_share):
+            elif lost_notes(before, after, run.question, config.keep_notes_share, cited):
                 found.append(f"restore at step {step.step}")
         before = after
     return found
@@ -89,12 +94,10 @@ def main() -> None:
             reread_least_share=0,
             keep_notes_share=0,
             reread_unrestated=False,
-            reread_grounds_shown=False,
+            reread_cites=False,
         )
     if args.stop54:
-        config = MemAgentConfig(
-            focused_reread=True, reread_unrestated=False, reread_grounds_shown=False
-        )
+        config = MemAgentConfig(focused_reread=True, reread_unrestated=False, reread_cites=False)
     for run in args.runs:
         changed = 0
         traces = sorted((run / "traces").glob("*.json"))

@@ -15,7 +15,14 @@ from typing import Protocol
 
 from ..citations import Evidence, memory_evidence
 from ..citations.copies import exact_answer_copy, exact_copies
-from ..citations.focus import LEAST_SHARE, focus_sentences, lost_notes, notes_about, restates
+from ..citations.focus import (
+    LEAST_SHARE,
+    Cited,
+    focus_sentences,
+    lost_notes,
+    notes_about,
+    restates,
+)
 from ..citations.grounding import exit_grounded, unrelated_notes, without_ungrounded
 from ..errors import UsageError
 from ..llm.base import Message
@@ -111,13 +118,15 @@ class MemAgentConfig(SamplingConfig):
     # lost_notes). 0 is stop 53's rule, one shared term: prose sharing "number" then replaced
     # a noted needle, and filler sharing a key's word was kept against focused notes.
     keep_notes_share: float = LEAST_SHARE
-    # With focused rereads, a reread's notes that reword a sentence it was shown are traced to
-    # that sentence when they claim only what it says (its numbers and names;
-    # citations/align.py shown_match): the adapter rewords a needle worded unlike its
-    # training ("To turn the dial to N, you must turn it to N."), too far for the fuzzy
-    # alignment, and grounded notes then cut the answer (stop 54's locker wording: 9 of its
-    # 12 misses). False is stop 54's rule.
-    reread_grounds_shown: bool = True
+    # With focused rereads, notes are judged by the sentences they cite: a reread's note that
+    # rewords a sentence it was shown is traced to it when it claims only what it says (its
+    # numbers and names; citations/align.py shown_match), and a note counts as restating the
+    # question when its cited sentence does (citations/focus.py restates). The adapter
+    # rewords a needle worded unlike its training ("To turn the dial to N, you must turn it
+    # to N."), too far for the fuzzy alignment: grounded notes then cut it (stop 54's locker
+    # wording: 9 of its 12 misses), and once traced, a later update's filler replaced it
+    # unopposed. False is stop 54's rule.
+    reread_cites: bool = True
     # With focused rereads, reread after any update that left no note restating the question
     # (keep_notes_share of its terms), not only after one that left no note about it: prose
     # sharing one of its words ("must") otherwise passes for notes about it at the needle's
@@ -205,7 +214,7 @@ async def update_step(
     keeps it too and an ending ``<exit/>`` is flagged for the reading loop to stop. The
     prompt shows the ``shown`` sentences in place of the chunk's text when given (a focused
     reread); notes are traced to the whole chunk either way, and with
-    ``reread_grounds_shown`` to a shown sentence they reword."""
+    ``reread_cites`` to a shown sentence they reword."""
     section = chunk.text if shown is None else " ".join(shown)
     messages = update_messages(question, memory, section, config.prompts, config)
     record = await ctx.call(
@@ -231,7 +240,7 @@ async def update_step(
             keep_memory(record, gate.memory, memory)
     else:
         keep_memory(record, text, memory)
-    anchors = shown if shown is not None and config.reread_grounds_shown else []
+    anchors = shown if shown is not None and config.reread_cites else []
     record.sources = ctx.provenance.on_update(
         memory, record.memory or memory, chunk, question, anchors
     )
@@ -338,18 +347,28 @@ async def update_and_probe(
     return new_memory, calls
 
 
-def missed_question(config: MemAgentConfig, question: str, memory: str, update: Step) -> bool:
+def missed_question(
+    config: MemAgentConfig, question: str, memory: str, update: Step, cited: Cited | None = None
+) -> bool:
     """Whether ``update``, read onto ``memory``, left no note about ``question`` (with
     ``reread_unrestated``: none restating it) or gave up a note restating it
-    (``lost_notes``): where ``focused_reread`` acts. An exit never."""
+    (``lost_notes``): where ``focused_reread`` acts. An exit never. ``cited``: the sentence
+    each note was traced to, with ``reread_cites``."""
     after = update.memory or NO_MEMORY
     if GATE_EXIT in update.flags:
         return False
-    if config.reread_unrestated and not restates(after, question, config.keep_notes_share):
+    share = config.keep_notes_share
+    if config.reread_unrestated and not restates(after, question, share, cited):
         return True
-    return not notes_about(after, question) or lost_notes(
-        memory, after, question, config.keep_notes_share
-    )
+    return not notes_about(after, question) or lost_notes(memory, after, question, share, cited)
+
+
+def cited_quotes(ctx: CallContext, config: MemAgentConfig) -> Cited | None:
+    """With ``reread_cites``, the text each note was traced to in this run (None when it
+    was not traced)."""
+    if not config.reread_cites:
+        return None
+    return lambda note: span.quote if (span := ctx.provenance.span_of(note)) else None
 
 
 async def focused_reread(
@@ -370,7 +389,8 @@ async def focused_reread(
     question's terms (``focus_sentences``; none, no call); then, when the last of these calls
     gave up ``memory``'s notes about the question too, ``memory`` is kept (flagged
     ``notes_restored``). The added calls."""
-    if not missed_question(config, question, memory, update):
+    cited = cited_quotes(ctx, config)
+    if not missed_question(config, question, memory, update, cited):
         return []
     calls: list[Step] = []
     focus = focus_sentences(chunk.text, question, least_share=config.reread_least_share)
@@ -381,7 +401,7 @@ async def focused_reread(
         second.flags.append(FOCUSED_REREAD)
         calls.append(second)
     last = calls[-1] if calls else update
-    if lost_notes(memory, last.memory or NO_MEMORY, question, config.keep_notes_share):
+    if lost_notes(memory, last.memory or NO_MEMORY, question, config.keep_notes_share, cited):
         last.memory = memory
         last.flags.append(NOTES_RESTORED)
     return calls

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 from .align import split_notes, words
 from .evidence import question_terms
@@ -63,24 +64,47 @@ def focus_sentences(
     return [sentence for shared, sentence in scored if shared == best]
 
 
-def restates(memory: str, question: str, least_share: float = LEAST_SHARE) -> bool:
+# The text a note was traced to (``Provenance.span_of``'s quote), or None.
+Cited = Callable[[str], str | None]
+
+
+def restates(
+    memory: str, question: str, least_share: float = LEAST_SHARE, cited: Cited | None = None
+) -> bool:
     """Whether a note of ``memory`` holds at least ``least_share`` of ``question``'s terms
-    (and at least two): a copied needle restates its question."""
+    (and at least two): a copied needle restates its question. With ``cited``, a note
+    whose cited sentence does counts too: the adapter rewords a needle it was shown
+    ("To turn the dial to N, you must turn it to N."), dropping the key, and still records
+    it."""
     terms = question_terms(question)
     least = least_terms(terms, least_share)
-    return any(len(terms & words(note)) >= least for note in split_notes(memory))
+
+    def holds(note: str) -> bool:
+        quote = cited(note) if cited is not None else None
+        return any(len(terms & words(text)) >= least for text in (note, quote or ""))
+
+    return any(holds(note) for note in split_notes(memory))
 
 
-def lost_notes(before: str, after: str, question: str, keep_share: float = LEAST_SHARE) -> bool:
+def lost_notes(
+    before: str,
+    after: str,
+    question: str,
+    keep_share: float = LEAST_SHARE,
+    cited: Cited | None = None,
+) -> bool:
     """Whether the memory ``after`` gave up notes about ``question`` that ``before`` held:
     ``before`` restated the question (``keep_share`` of its terms) and ``after`` does not.
     With ``keep_share`` 0 (stop 53's rule): ``before`` held a note about the question (one
     shared term) and ``after`` none. One term is too weak both ways: filler that shares a
     key's word ("feather" for lively-feather) is then kept against focused notes clearing it
-    (RULER's 32K and 64K samples), and prose sharing "number" replaces a noted needle."""
+    (RULER's 32K and 64K samples), and prose sharing "number" replaces a noted needle.
+    ``cited``: as for ``restates``."""
     if keep_share <= 0:
         return notes_about(before, question) and not notes_about(after, question)
-    return restates(before, question, keep_share) and not restates(after, question, keep_share)
+    return restates(before, question, keep_share, cited) and not restates(
+        after, question, keep_share, cited
+    )
 
 
 def notes_about(memory: str, question: str) -> bool:

@@ -31,7 +31,7 @@ AGENT_SETTINGS_ADDED = {
     "focused_reread": False,
     "reread_least_share": 0.0,  # stop 53's focused rereads: two shared terms were enough
     "keep_notes_share": 0.0,  # and notes were kept only against an update with none
-    "reread_grounds_shown": False,  # stop 54's rereads: notes traced to the whole chunk only
+    "reread_cites": False,  # stop 54's rereads: notes traced to the whole chunk, by their words
     "reread_unrestated": False,  # and made only after an update that left no note about it
 }
 
