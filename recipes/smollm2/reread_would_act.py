@@ -6,9 +6,11 @@ restating it, and a sentence of the section restates enough of the question) or 
 (the notes given up are kept). So replaying the option's test on the traces of a run made
 without it says which samples the option can change; a run where it never acts is the same
 run with the option on. Prints, per folder, the samples where it would act and how, and the
-verdict. Stop 54: with the rule shipped, it acts on none of grpo26b's niah_single_2 samples at
-8K-64K, none of niah_single_3 8K or HotpotQA 2K; with stop 53's (``--stop53``) it restores
-copied filler that shares a key's word in 5 of 20 samples at 32K and 4 of 10 at 64K.
+verdict. Stop 55's rule (shipped) acts on none of grpo26b's niah_single_2 samples at 8K-64K nor
+niah_single_3 8K, and on 5, 4 and 5 of 20 HotpotQA samples at 2K, 8K and 16K; stop 54's
+(``--stop54``) on 0, 3 and 3; stop 53's (``--stop53``) restores copied filler that shares a
+key's word in 5 of 20 samples at 32K and 4 of 10 at 64K. A note's cited sentence is read from
+the traces' sources (the run's provenance less its fuzzy inheritance).
 ``--made-with RUN`` checks the claim on a run made with the option (HotpotQA 2K: the same
 calls in 20 of 20 samples).
 
