@@ -57,6 +57,12 @@ def test_notes_about_the_question_share_one_of_its_terms():
     assert not notes_about("", QUESTION)
 
 
+def update_parts(prompt: str) -> tuple[str, str]:
+    """The section and the memory an update prompt (the papers' order) shows."""
+    section = prompt.split("Section:\n", 1)[1].split("\n\nUpdate the memory", 1)[0]
+    return section, prompt.split("Memory:\n", 1)[1].split("\n\nSection:", 1)[0]
+
+
 def reading(at_needle: str) -> ScriptedBackend:
     """A reader that copies prose at the needle's section, copies the needle when shown only
     the needle, keeps its memory elsewhere, and answers from the memory."""
@@ -65,8 +71,7 @@ def reading(at_needle: str) -> ScriptedBackend:
         prompt = messages[-1]["content"]
         if "\\boxed" in prompt:
             return "\\boxed{4243307}" if "4243307" in prompt else "\\boxed{1}"
-        section = prompt.split("Section:\n", 1)[1].split("\n\nUpdate the memory", 1)[0]
-        memory = prompt.split("Memory:\n", 1)[1].split("\n\nSection:", 1)[0]
+        section, memory = update_parts(prompt)
         if section.strip() == NEEDLE:
             return NEEDLE
         return at_needle if "tired-beacon" in section else memory
@@ -201,8 +206,7 @@ def locker_reading(at_needle: str, shown_needle: str) -> ScriptedBackend:
         prompt = messages[-1]["content"]
         if "\\boxed" in prompt:
             return "\\boxed{4331324}" if "4331324" in prompt else "\\boxed{10}"
-        section = prompt.split("Section:\n", 1)[1].split("\n\nUpdate the memory", 1)[0]
-        memory = prompt.split("Memory:\n", 1)[1].split("\n\nSection:", 1)[0]
+        section, memory = update_parts(prompt)
         if section.strip() == LOCKER_NEEDLE:
             return shown_needle
         if "Last filler" in section:
