@@ -642,14 +642,13 @@ def run_notes(plan: ChunkPlan, steps: list[Step], memory_cap: int) -> list[str]:
     reread = sum(FOCUSED_REREAD in s.flags for s in steps)
     if reread:
         notes.append(
-            f"{reread} section(s) whose update wrote nothing about the question were reread "
-            "with only their sentences about it"
+            f"{reread} section(s) whose update left no note restating the question were "
+            "reread with only their sentences about it"
         )
     restored = sum(NOTES_RESTORED in s.flags for s in steps)
     if restored:
         notes.append(
-            f"{restored} update(s) wrote nothing about the question over notes about it: "
-            "the notes were kept"
+            f"{restored} update(s) gave up notes restating the question: the notes were kept"
         )
     kept_unwritten = sum(GATE_KEEP in s.flags for s in steps)
     if kept_unwritten:
