@@ -384,11 +384,10 @@ async def focused_reread(
 ) -> list[Step]:
     """With ``focused_reread``, after ``update`` (which read ``chunk`` onto ``memory``) left
     no note about ``question`` (or none restating it) or gave up a note restating it
-    (``missed_question``): the update
-    again, its prompt showing only the chunk's sentences that share the most of the
-    question's terms (``focus_sentences``; none, no call); then, when the last of these calls
-    gave up ``memory``'s notes about the question too, ``memory`` is kept (flagged
-    ``notes_restored``). The added calls."""
+    (``missed_question``): the update again, its prompt showing only the chunk's sentences
+    that share the most of the question's terms (``focus_sentences``; none, no call); then,
+    when the last of these calls gave up ``memory``'s notes restating the question too,
+    ``memory`` is kept (flagged ``notes_restored``). The added calls."""
     cited = cited_quotes(ctx, config)
     if not missed_question(config, question, memory, update, cited):
         return []
