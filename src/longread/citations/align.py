@@ -90,8 +90,9 @@ def shown_match(note: str, text: str, shown: Sequence[str]) -> Match | None:
     claimed = [fold(word) for word in specific_words(note)]
     if not claimed or len(note) < MIN_NOTE_CHARS:
         return None
+    folded = fold(text)
     for sentence in shown:
-        at = fold(text).find(fold(sentence))
+        at = folded.find(fold(sentence))
         if at >= 0 and all(word in words(sentence) for word in claimed):
             score = fuzz.partial_ratio(fold(note), fold(sentence))
             return Match(at, at + len(sentence), score)
