@@ -273,9 +273,11 @@ class BatchScheduler:
                 self._leave(sequence)
 
     def _leave(self, sequence: _Sequence) -> None:
-        self._active.remove(sequence)
+        # Free the seat's cells before the sequence leaves ``_active``: a reader on another
+        # thread that sees it gone from the batch then also sees its KV cells gone.
         sequence.sampler.close()
         self._free(sequence.seat)
+        self._active.remove(sequence)
 
     def _free(self, seat: int) -> None:
         import llama_cpp
