@@ -44,7 +44,8 @@ MEMAGENT_FLAGS=(--chunk-tokens 1000 --memory-tokens 256 --final-tokens 1024)
 # 10), the held-out wordings in the held-out prose (recipes/smollm2/heldout/) at 8K, and
 # --section-first at 8K.
 N64=${N64:-10}
-HELD_OUT_CELLS=(unseen-ledger unseen-harbour unseen-archive unseen-locker unseen-greenhouse)
+HELD_OUT_CELLS=(unseen-ledger unseen-harbour unseen-archive unseen-locker unseen-greenhouse
+  unseen-van)
 # HotpotQA questions come from the evaluation half of the dev sample only: the first 50 records
 # (recipes/smollm2/hotpotqa_eval_ids.txt); the adapter trained on the other 50.
 if [ "$N" -gt 50 ]; then
@@ -70,6 +71,7 @@ sets() {  # build every set once, seed 0 (training sets use seeds from 1001)
   held_out unseen-archive niah_single_2 heldout-archive  # since stop 53
   held_out unseen-locker niah_single_2 heldout-locker  # since stop 54
   held_out unseen-greenhouse niah_single_2 heldout-greenhouse  # since stop 55
+  held_out unseen-van niah_single_2 heldout-van  # since stop 56
   for order in reversed forward; do  # issue 28: two-hop chains, the task rereading is for
     [ -f "$DATA/chains_${order}_8192.jsonl" ] ||
       $LONGREAD data chains --order "$order" --lengths 8192 --n "$N" --seed 0 --out "$DATA"

@@ -8,7 +8,7 @@ question still points at one sentence. The parts keep clear of the held-out word
 features (``_niah.HELDOUT_WORDINGS``): no possessive key, no "reads", no non-restrictive
 clause set off by commas between noun and value, no conditional instruction ("should X
 fail, dial V"), and none of their nouns (shelf, ledger, archive, catalogue, harbour, radio, locker,
-greenhouse, thermostat).
+greenhouse, thermostat, van, bay).
 ``tests/test_builders.py`` checks the words.
 """
 

@@ -169,6 +169,15 @@ HELDOUT_WORDINGS: dict[str, Wording] = {
         "At what {noun} does the thermostat stay when {key} tends the greenhouse?",
         "At what {nouns} do the thermostats stay when {keys} tend the greenhouse?",
     ),
+    # Written at stop 56, before any run on it and before that stop's reread changes were
+    # coded (they were designed on the greenhouse misses): the key as the subject of a
+    # past-tense verb the question words in the present ("parked" / "park"), the value after
+    # a noun the question names with another ("bay" / "bay number"), a closing time clause.
+    "heldout-van": Wording(
+        "{key} parked the van in bay {value} before the storm.",
+        "In which bay {noun} did {key} park the van before the storm?",
+        "In which bay {nouns} did {keys} park the vans before the storm?",
+    ),
 }
 WORDING_CHOICES = (*WORDINGS, *HELDOUT_WORDINGS, "mixed", "varied", "composed")
 KEYLESS_SHARE = 0.25  # of composed wordings, where the task has one needle
