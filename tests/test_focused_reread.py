@@ -8,11 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
 from longread.agents.memagent import NO_MEMORY, MemAgent, MemAgentConfig
-from longread.citations.focus import focus_sentences, lost_notes, notes_about, restates
+from longread.citations.focus import asks, focus_sentences, lost_notes, notes_about, restates
 from longread.llm.base import Message
 from longread.text.chunking import Chunk
-from longread.trace import FOCUSED_REREAD, NOTES_RESTORED, NOTES_UNGROUNDED, NOTES_UNRELATED
+from longread.trace import (
+    FOCUS_QUOTED,
+    FOCUSED_REREAD,
+    NOTES_RESTORED,
+    NOTES_UNGROUNDED,
+    NOTES_UNRELATED,
+)
 
 from .scripted import ScriptedBackend, WordTokenizer
 
@@ -217,7 +225,8 @@ def locker_reading(at_needle: str, shown_needle: str) -> ScriptedBackend:
 
 
 LOCKER_SECTION = f"{PROSE} {MUST_PROSE} {LOCKER_NEEDLE} {DECOY}"
-STOP54 = {"reread_cites": False, "reread_unrestated": False}
+STOP54 = {"reread_cites": False, "reread_unrestated": False, "reread_quotes": False}
+STOP55 = {"reread_quotes": False}
 SHIPPED_NOTES = {"grounded_notes": True, "focused_notes": True, "exact_copies": True}
 
 
@@ -245,10 +254,16 @@ async def test_a_reread_note_rewording_the_needle_it_was_shown_is_not_cut_as_mad
     [span] = reread.sources
     assert span.quote == LOCKER_NEEDLE and span.chunk == 1
     assert span.in_chunk == LOCKER_SECTION.index(LOCKER_NEEDLE)
-    # a value the shown sentence does not hold is still cut: it was made up
-    made_up = await run_locker(locker_reading(PROSE, REWORDED.replace("4331324", "1000")))
+    # a value the shown sentence does not hold is still cut: it was made up (stop 55's rule
+    # then answers a guess; the shipped one quotes the needle in its place)
+    made_up_reply = REWORDED.replace("4331324", "1000")
+    made_up = await run_locker(locker_reading(PROSE, made_up_reply), **STOP55)
     assert made_up.answer == "10"
     assert NOTES_UNGROUNDED in next(s for s in made_up.steps if FOCUSED_REREAD in s.flags).flags
+    quoted = await run_locker(locker_reading(PROSE, made_up_reply))
+    reread = next(s for s in quoted.steps if FOCUSED_REREAD in s.flags)
+    assert NOTES_UNGROUNDED in reread.flags and FOCUS_QUOTED in reread.flags
+    assert reread.memory == LOCKER_NEEDLE and quoted.answer == "4331324"
 
 
 async def test_prose_sharing_one_word_of_the_question_does_not_stop_a_reread():
@@ -265,3 +280,83 @@ async def test_prose_sharing_one_word_of_the_question_does_not_stop_a_reread():
     assert [s.chunk_index for s in run.steps if FOCUSED_REREAD in s.flags] == [1]
     # no reread at the filler sections: no sentence there restates the question
     assert len(backend.requests) == 3 + 1 + 1  # three updates, the reread, the answer
+
+
+# grpo26b's misses on the held-out greenhouse wording (stop 55,
+# results/v2/runs/memagent-grpo26b-run-step6-unseen-greenhouse-8192-notes+focused+exact+reread):
+# shown the needle alone, the reread wrote the question back (samples 6, 13, 15), the value
+# alone (2, 8: too short to be a note) or the copied filler of the memory it was shown (1, 14).
+GREENHOUSE_QUESTION = (
+    "At what number does the thermostat stay when stormy-wheel tends the greenhouse?"
+)
+GREENHOUSE_NEEDLE = "When stormy-wheel tends the greenhouse, the thermostat stays at 4420144."
+ECHO = "At what number does the thermostat stays when stormy-wheel tends the greenhouse?"
+VALUE_ALONE = "At 4420144."
+FLOOR = (  # sample 1's memory: copied filler that shares "number" with the question
+    'The floor division operator and the "divmod()" function are not defined for complex '
+    "numbers. Instead, convert to a floating point number if appropriate."
+)
+
+
+def greenhouse_reading(shown_needle: str) -> ScriptedBackend:
+    """A reader that copies ``FLOOR`` at the first two sections (the needle's included),
+    writes ``shown_needle`` when shown the needle alone, copies prose over its notes at the
+    last section, and answers from the memory (a made-up 18 without the value)."""
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return "\\boxed{4420144}" if "4420144" in prompt else "\\boxed{18}"
+        section, _ = update_parts(prompt)
+        if section.strip() == GREENHOUSE_NEEDLE:
+            return shown_needle
+        return PROSE if "Last filler" in section else FLOOR
+
+    return ScriptedBackend([reply] * 8)
+
+
+async def run_greenhouse(backend: ScriptedBackend, **settings: object):  # type: ignore[no-untyped-def]
+    section = f"{PROSE} {GREENHOUSE_NEEDLE} {DECOY}"
+    chunks = chunks_of("Filler about kettles.", section, "Last filler.")
+    config = MemAgentConfig(focused_reread=True, **SHIPPED_NOTES, **settings)  # type: ignore[arg-type]
+    return await MemAgent(backend, WordTokenizer(), config).run(GREENHOUSE_QUESTION, chunks)
+
+
+@pytest.mark.parametrize("shown_needle", [ECHO, VALUE_ALONE, FLOOR])
+async def test_a_reread_that_still_records_no_answer_keeps_the_sentence_it_was_shown(
+    shown_needle: str,
+) -> None:
+    """Stop 55's rule kept whatever the reread wrote, and the answer was made up. Now the
+    needle it was shown heads the memory, as the section has it, cited to itself, and is
+    kept to the end against the prose copied over it."""
+    lost = await run_greenhouse(greenhouse_reading(shown_needle), **STOP55)
+    assert lost.answer == "18"
+    run = await run_greenhouse(greenhouse_reading(shown_needle))
+    assert run.answer == "4420144"
+    reread = next(s for s in run.steps if FOCUSED_REREAD in s.flags)
+    assert FOCUS_QUOTED in reread.flags
+    lines = reread.memory.splitlines()
+    assert lines[0] == GREENHOUSE_NEEDLE and ECHO not in lines  # a question records nothing
+    assert [s.quote for s in reread.sources] == [GREENHOUSE_NEEDLE]
+    assert run.steps[-2].memory == reread.memory and NOTES_RESTORED in run.steps[-2].flags
+    assert any("as the section has them" in note for note in run.notes)
+
+
+def test_a_question_written_back_does_not_restate_it():
+    assert restates(ECHO, GREENHOUSE_QUESTION)  # every term: stop 55's rule counted it
+    assert not restates(ECHO, GREENHOUSE_QUESTION, skip_questions=True)
+    assert restates(f"{ECHO}\n{GREENHOUSE_NEEDLE}", GREENHOUSE_QUESTION, skip_questions=True)
+    assert asks(ECHO) and not asks(GREENHOUSE_NEEDLE)
+
+
+async def test_the_quoted_sentence_and_the_notes_after_it_stay_within_the_memory_cap():
+    needle_words = WordTokenizer().count(GREENHOUSE_NEEDLE)
+    floor_words = WordTokenizer().count(FLOOR)
+    cap = needle_words + floor_words - 1  # the needle fits, the copied filler after it not
+    run = await run_greenhouse(greenhouse_reading(FLOOR), memory_tokens=cap)
+    reread = next(s for s in run.steps if FOCUSED_REREAD in s.flags)
+    assert reread.memory == GREENHOUSE_NEEDLE and run.answer == "4420144"
+    # a cap the needle does not fit in leaves the reread's memory as it was
+    run = await run_greenhouse(greenhouse_reading(FLOOR), memory_tokens=needle_words - 1)
+    reread = next(s for s in run.steps if FOCUSED_REREAD in s.flags)
+    assert FOCUS_QUOTED not in reread.flags and GREENHOUSE_NEEDLE not in reread.memory

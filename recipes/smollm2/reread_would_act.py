@@ -52,7 +52,9 @@ def acts(run: Run, config: MemAgentConfig) -> list[str]:
             section = section_of(step.messages[-1]["content"])
             if focus_sentences(section, run.question, least_share=config.reread_least_share):
                 found.append(f"reread at step {step.step}")
-            elif lost_notes(before, after, run.question, config.keep_notes_share, cited):
+            elif lost_notes(
+                before, after, run.question, config.keep_notes_share, cited, config.reread_quotes
+            ):
                 found.append(f"restore at step {step.step}")
         before = after
     return found
@@ -80,6 +82,11 @@ def main() -> None:
         help="stop 54's rule: reread only after an update that left no note about the question",
     )
     parser.add_argument(
+        "--stop55",
+        action="store_true",
+        help="stop 55's rule: a note that is a question counts as restating it",
+    )
+    parser.add_argument(
         "--made-with",
         type=Path,
         help="a run folder of the same data made with the option: count the samples whose "
@@ -97,9 +104,14 @@ def main() -> None:
             keep_notes_share=0,
             reread_unrestated=False,
             reread_cites=False,
+            reread_quotes=False,
         )
     if args.stop54:
-        config = MemAgentConfig(focused_reread=True, reread_unrestated=False, reread_cites=False)
+        config = MemAgentConfig(
+            focused_reread=True, reread_unrestated=False, reread_cites=False, reread_quotes=False
+        )
+    if args.stop55:
+        config = MemAgentConfig(focused_reread=True, reread_quotes=False)
     for run in args.runs:
         changed = 0
         traces = sorted((run / "traces").glob("*.json"))

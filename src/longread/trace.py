@@ -68,6 +68,9 @@ FOCUSED_REREAD = "focused_reread"
 # focused reread: no update of the section left a note about the question, and the memory
 # before it, which had one, was kept
 NOTES_RESTORED = "notes_restored"
+# focused reread: the reread's notes did not restate the question either; the sentences it
+# was shown were put at the head of the memory it left, as the section has them
+FOCUS_QUOTED = "focus_quoted"
 
 
 @dataclass

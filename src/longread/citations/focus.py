@@ -69,21 +69,34 @@ Cited = Callable[[str], str | None]
 
 
 def restates(
-    memory: str, question: str, least_share: float = LEAST_SHARE, cited: Cited | None = None
+    memory: str,
+    question: str,
+    least_share: float = LEAST_SHARE,
+    cited: Cited | None = None,
+    skip_questions: bool = False,
 ) -> bool:
     """Whether a note of ``memory`` holds at least ``least_share`` of ``question``'s terms
     (and at least two): a copied needle restates its question. With ``cited``, a note
     whose cited sentence does counts too: the adapter rewords a needle it was shown
     ("To turn the dial to N, you must turn it to N."), dropping the key, and still records
-    it."""
+    it. With ``skip_questions``, a note that is a question (``asks``) never counts: the
+    adapter shown a needle sometimes writes the question back, which holds every term and
+    no answer."""
     terms = question_terms(question)
     least = least_terms(terms, least_share)
 
     def holds(note: str) -> bool:
+        if skip_questions and asks(note):
+            return False
         quote = cited(note) if cited is not None else None
         return any(len(terms & words(text)) >= least for text in (note, quote or ""))
 
     return any(holds(note) for note in split_notes(memory))
+
+
+def asks(note: str) -> bool:
+    """Whether ``note`` is a question (it ends with "?"): it records nothing."""
+    return note.rstrip().endswith("?")
 
 
 def lost_notes(
@@ -92,6 +105,7 @@ def lost_notes(
     question: str,
     keep_share: float = LEAST_SHARE,
     cited: Cited | None = None,
+    skip_questions: bool = False,
 ) -> bool:
     """Whether the memory ``after`` gave up notes about ``question`` that ``before`` held:
     ``before`` restated the question (``keep_share`` of its terms) and ``after`` does not.
@@ -99,11 +113,11 @@ def lost_notes(
     shared term) and ``after`` none. One term is too weak both ways: filler that shares a
     key's word ("feather" for lively-feather) is then kept against focused notes clearing it
     (RULER's 32K and 64K samples), and prose sharing "number" replaces a noted needle.
-    ``cited``: as for ``restates``."""
+    ``cited`` and ``skip_questions``: as for ``restates``."""
     if keep_share <= 0:
         return notes_about(before, question) and not notes_about(after, question)
-    return restates(before, question, keep_share, cited) and not restates(
-        after, question, keep_share, cited
+    return restates(before, question, keep_share, cited, skip_questions) and not restates(
+        after, question, keep_share, cited, skip_questions
     )
 
 

@@ -33,6 +33,7 @@ AGENT_SETTINGS_ADDED = {
     "keep_notes_share": 0.0,  # and notes were kept only against an update with none
     "reread_cites": False,  # stop 54's rereads: notes traced to the whole chunk, by their words
     "reread_unrestated": False,  # and made only after an update that left no note about it
+    "reread_quotes": False,  # stop 55's rereads: a reread's notes kept as they came
 }
 
 
