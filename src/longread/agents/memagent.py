@@ -414,7 +414,7 @@ async def focused_reread(
         )
         second.flags.append(FOCUSED_REREAD)
         if asked and not restates(second.memory or NO_MEMORY, question, share, cited, True):
-            quote_focus(ctx, config, question, chunk, second, focus)
+            await quote_focus(ctx, config, question, chunk, second, focus)
         calls.append(second)
     last = calls[-1] if calls else update
     if lost_notes(memory, last.memory or NO_MEMORY, question, share, cited, asked):
@@ -423,7 +423,7 @@ async def focused_reread(
     return calls
 
 
-def quote_focus(
+async def quote_focus(
     ctx: CallContext,
     config: MemAgentConfig,
     question: str,
@@ -440,7 +440,8 @@ def quote_focus(
     notes = [] if before == NO_MEMORY else before.splitlines()
     lines: list[str] = []
     for line in [*focus, *(n for n in notes if n.strip() and not asks(n))]:
-        if ctx.count("\n".join([*lines, line])) > config.memory_tokens:
+        text = "\n".join([*lines, line])
+        if await ctx.count_prompt([{"role": "user", "content": text}]) > config.memory_tokens:
             break
         lines.append(line)
     if not lines:
