@@ -8,19 +8,24 @@ from __future__ import annotations
 from dataclasses import replace
 
 from longread.agents.memagent import MemAgent, MemAgentConfig
-from longread.trace import FOCUSED_REREAD, NOTES_RESTORED
+from longread.trace import FOCUS_QUOTED, FOCUSED_REREAD, NOTES_RESTORED
 
 from .script_loader import load_script
 from .scripted import WordTokenizer
 from .test_focused_reread import (
     DECOY,
+    ECHO,
+    GREENHOUSE_NEEDLE,
     NEEDLE,
     PROSE,
     QUESTION,
     SECTION,
+    STOP55,
     chunks_of,
+    greenhouse_reading,
     needle_then,
     reading,
+    run_greenhouse,
 )
 
 would_act = load_script("recipes/smollm2/reread_would_act.py")
@@ -72,3 +77,14 @@ async def test_where_the_replay_finds_nothing_the_runs_are_the_same():
     assert found == acted(on) == []
     assert [s.messages for s in without.steps] == [s.messages for s in on.steps]
     assert [s.memory for s in without.steps] == [s.memory for s in on.steps]
+
+
+async def test_the_quote_replay_names_the_reread_the_shipped_rule_quotes():
+    """``--quotes``: on a run made with stop 55's rule, the rereads whose notes restate
+    nothing (here the question written back) are where the shipped rule quotes the needle."""
+    for reply in (ECHO, GREENHOUSE_NEEDLE):
+        stop55 = await run_greenhouse(greenhouse_reading(reply), **STOP55)
+        shipped = await run_greenhouse(greenhouse_reading(reply))
+        quoted = [f"quote at step {s.step}" for s in shipped.steps if FOCUS_QUOTED in s.flags]
+        assert would_act.would_quote(stop55, MemAgentConfig(focused_reread=True)) == quoted
+        assert bool(quoted) == (reply == ECHO)

@@ -12,7 +12,10 @@ niah_single_3 8K, and on 5, 4 and 5 of 20 HotpotQA samples at 2K, 8K and 16K; st
 key's word in 5 of 20 samples at 32K and 4 of 10 at 64K. A note's cited sentence is read from
 the traces' sources (the run's provenance less its fuzzy inheritance).
 ``--made-with RUN`` checks the claim on a run made with the option (HotpotQA 2K: the same
-calls in 20 of 20 samples).
+calls in 20 of 20 samples). Stop 56's rule makes the same rereads (the replay prints the same
+lines; ``--stop55`` for the rule before) and quotes the shown sentences where a reread's notes
+still restate nothing: ``--quotes`` names those rereads on runs made with stop 55's rule (its
+greenhouse run: 7 of 20 samples, its 7 misses; HotpotQA 2K, 8K, 16K: 3, 1 and 2 of 20).
 
     .venv/bin/python recipes/smollm2/reread_would_act.py \\
       results/v2/runs/memagent-grpo26b-run-step6-ruler_niah_single_2-65536-notes+focused
@@ -25,7 +28,7 @@ from pathlib import Path
 
 from longread.agents.memagent import NO_MEMORY, MemAgentConfig, missed_question
 from longread.citations.align import note_key
-from longread.citations.focus import focus_sentences, lost_notes
+from longread.citations.focus import focus_sentences, lost_notes, restates
 from longread.trace import FOCUSED_REREAD, Run
 
 
@@ -60,6 +63,23 @@ def acts(run: Run, config: MemAgentConfig) -> list[str]:
     return found
 
 
+def would_quote(run: Run, config: MemAgentConfig) -> list[str]:
+    """On a run made with stop 55's rule (``reread_quotes`` false): "quote at step N" for each
+    reread whose memory restates the question by none of its notes (a question never counts;
+    a note's cited sentence as in ``acts``), where the shipped rule puts the shown sentences
+    in the memory. The run is the same with the shipped rule up to the first of these."""
+    found, quotes = [], {}
+    cited = (lambda note: quotes.get(note_key(note))) if config.reread_cites else None
+    for step in run.steps:
+        quotes.update({note_key(span.line): span.quote for span in step.sources or []})
+        if FOCUSED_REREAD not in step.flags:
+            continue
+        memory = step.memory or NO_MEMORY
+        if not restates(memory, run.question, config.keep_notes_share, cited, True):
+            found.append(f"quote at step {step.step}")
+    return found
+
+
 def same_calls(without: Path, made_with: Path) -> None:
     """Print how many samples of ``made_with`` made the same calls as in ``without``."""
     same, paths = 0, sorted((without / "traces").glob("*.json"))
@@ -85,6 +105,11 @@ def main() -> None:
         "--stop55",
         action="store_true",
         help="stop 55's rule: a note that is a question counts as restating it",
+    )
+    parser.add_argument(
+        "--quotes",
+        action="store_true",
+        help="on runs made with stop 55's rule: the rereads the shipped rule would quote",
     )
     parser.add_argument(
         "--made-with",
@@ -117,11 +142,11 @@ def main() -> None:
         traces = sorted((run / "traces").glob("*.json"))
         for path in traces:
             trace = Run.load(path)
-            found = acts(trace, config)
+            found = would_quote(trace, config) if args.quotes else acts(trace, config)
             if found:
                 changed += 1
                 print(f"  {trace.sample_id}: {', '.join(found[:4])}")
-        verdict = "the same run with the option on" if not changed else "may differ"
+        verdict = "the same run with the rule on" if not changed else "may differ"
         print(f"{run.name}: acts in {changed} of {len(traces)} samples: {verdict}")
 
 
