@@ -88,3 +88,13 @@ async def test_the_quote_replay_names_the_reread_the_shipped_rule_quotes():
         quoted = [f"quote at step {s.step}" for s in shipped.steps if FOCUS_QUOTED in s.flags]
         assert would_act.would_quote(stop55, MemAgentConfig(focused_reread=True)) == quoted
         assert bool(quoted) == (reply == ECHO)
+
+
+async def test_the_earlier_rule_runner_reads_as_stop_55_did(monkeypatch):
+    """recipes/smollm2/earlier_rule.py, behind the stop-55 ablation cells: every config made
+    under it carries stop 55's rule, which answers the echoed question with a guess."""
+    monkeypatch.setattr(MemAgentConfig, "__post_init__", MemAgentConfig.__post_init__)
+    load_script("recipes/smollm2/earlier_rule.py").with_rule("stop55")
+    assert MemAgentConfig(focused_reread=True).reread_quotes is False
+    run = await run_greenhouse(greenhouse_reading(ECHO))
+    assert run.answer == "18" and not any(FOCUS_QUOTED in s.flags for s in run.steps)
