@@ -2,8 +2,10 @@
 item 10).
 
     .venv/bin/python bench/multi_question.py [--tokens 32768] [--questions 8]
-        [--chunk-tokens 5000] [--memory-tokens 256] [--final-tokens 64] [--out FILE.jsonl]
-        [--orders paper,section_first] [--grounded-notes] [--focused-notes]
+        [--chunk-tokens N] [--memory-tokens N] [--final-tokens N] [--out FILE.jsonl]
+        [--orders paper,section_first] [--adapter GGUF | --base-model]
+        [--grounded-notes on|off] [--focused-notes on|off] [--exact-copies on|off]
+        [--focused-reread on|off]
 
 One document of about ``--tokens`` tokens (RULER's noise haystack, ``longread.data.needle``)
 hides ``--questions`` needles, "The special magic number for KEY is VALUE.", spread evenly;
@@ -19,9 +21,14 @@ longest common prefix with the next prompt (``Llama.generate``). The prefill tok
 actually decoded are counted by wrapping the loaded ``Llama``'s ``generate`` and ``eval``:
 the first ``eval`` of each ``generate`` is its prompt's uncached part. Printed per order:
 prompt tokens sent, prefill tokens computed, wall time, and accuracy (RULER's match).
-``--orders section_first`` reads one order only (the paper's takes ten times longer);
-``--grounded-notes`` and ``--focused-notes`` turn on the memory options of ``ask`` of those
-names, which act on each question's notes alone, so the shared prefix is kept.
+``--orders section_first`` reads one order only (the paper's takes several times longer).
+
+It reads as ``longread ask`` does: a setting not given is the applied adapter's (the shipped
+memory adapter's, or ``--adapter``'s: the chunk, memory and answer sizes it trained with and
+the memory options it shipped to read with, e.g. grounded notes and focused rereads); with
+``--base-model``, 5,000-token chunks, a 256-token memory and 64-token answers. The memory
+options act on each question's notes alone, so the shared prefix is kept; a focused reread is
+one more call for that question only.
 Run it on a quiet machine: wall times compare only within one run.
 """
 
@@ -37,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from longread.agents.memagent import MemAgent, MemAgentConfig
+from longread.cli.options import with_trained_settings
 from longread.data.needle import NOISE
 from longread.eval.scoring import score_answer
 from longread.llm.factory import BackendSettings, make_backend, make_tokenizer
@@ -46,6 +54,16 @@ from longread.text.tokenizer import Tokenizer
 KEYS = ("amber", "birch", "cobalt", "dune", "ember", "fjord", "granite", "harbor", "iris", "jade")
 PER_PARAGRAPH = 4  # noise sentences per paragraph, as needle_document writes them
 ORDERS = ("paper", "section_first")
+# Without an adapter's settings: the paper's chunk, a memory and an answer sized for needles.
+UNTRAINED = {"chunk_tokens": 5000, "memory_tokens": 256, "final_tokens": 64}
+READING = ("grounded_notes", "focused_notes", "exact_copies", "focused_reread")
+
+
+def on_off(text: str) -> bool:
+    """An ``on``/``off`` flag value, as ``ask`` takes it."""
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError("expected on or off")
+    return text == "on"
 
 
 def orders(text: str) -> tuple[str, ...]:
@@ -100,8 +118,28 @@ def build_document(
     return "\n\n".join(paragraphs) + "\n", pairs
 
 
+def reading_settings(args: argparse.Namespace, settings: BackendSettings) -> dict[str, Any]:
+    """The memagent settings the bench reads with: the flags given, then the applied
+    adapter's trained and shipped settings (as ``ask``), then ``UNTRAINED``."""
+    given = {name: getattr(args, name) for name in (*UNTRAINED, *READING)}
+    filled = with_trained_settings("memagent", settings, given)
+    return {
+        **{name: filled.get(name) or default for name, default in UNTRAINED.items()},
+        **{name: bool(filled.get(name)) for name in READING},
+        **{k: v for k, v in filled.items() if k not in given and v is not None},
+    }
+
+
 async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
-    settings = BackendSettings(backend="llamacpp", gguf=args.gguf, n_ctx=args.n_ctx)
+    settings = BackendSettings(
+        backend="llamacpp",
+        gguf=args.gguf,
+        n_ctx=args.n_ctx,
+        adapter=args.adapter,
+        base_model=args.base_model,
+    )
+    reading = reading_settings(args, settings)
+    adapter = settings.applied_adapter()
     backend = make_backend(settings)
     try:
         tokenizer = await make_tokenizer(backend, settings)  # loads the model
@@ -111,14 +149,7 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         counter = PrefillCounter(llama)
         rows = []
         for order in args.orders:
-            config = MemAgentConfig(
-                chunk_tokens=args.chunk_tokens,
-                memory_tokens=args.memory_tokens,
-                final_tokens=args.final_tokens,
-                section_first=order == "section_first",
-                grounded_notes=args.grounded_notes,
-                focused_notes=args.focused_notes,
-            )
+            config = MemAgentConfig(**reading, section_first=order == "section_first")
             agent = MemAgent(backend, tokenizer, config)
             print(f"{order}: reading ...", flush=True)  # each order takes minutes on a CPU
             llama.reset()  # no state carried over from the other order
@@ -133,8 +164,8 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
             ]
             rows.append({
                 "order": order,
-                "grounded_notes": args.grounded_notes,
-                "focused_notes": args.focused_notes,
+                "adapter": Path(adapter).name if adapter else None,
+                **{name: reading[name] for name in (*UNTRAINED, *READING)},
                 "document_tokens": tokenizer.count(text),
                 "questions": len(pairs),
                 "chunk_tokens": runs[0].config["chunk_tokens_used"],
@@ -155,8 +186,10 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     first = rows[0]
     print(
         f"{first['questions']} questions, one {first['document_tokens']}-token document, "
-        f"chunks of {first['chunk_tokens']} tokens"
+        f"chunks of {first['chunk_tokens']} tokens, adapter {first['adapter']}"
     )
+    options = [name for name in READING if first[name]]
+    print(f"memory {first['memory_tokens']} tokens; on: {', '.join(options) or 'none'}")
     print("| order | calls | prompt tokens sent | prefill computed | wall s | accuracy |")
     print("|---|---|---|---|---|---|")
     for row in rows:
@@ -172,18 +205,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=32768, help="document size in tokens")
     parser.add_argument("--questions", type=int, default=8)
-    parser.add_argument("--chunk-tokens", type=int, default=5000)
-    parser.add_argument("--memory-tokens", type=int, default=256)
-    parser.add_argument("--final-tokens", type=int, default=64)
+    parser.add_argument("--chunk-tokens", type=int, help="[the adapter's, else 5000]")
+    parser.add_argument("--memory-tokens", type=int, help="[the adapter's, else 256]")
+    parser.add_argument("--final-tokens", type=int, help="[the adapter's (at least 64), else 64]")
     parser.add_argument("--gguf", help="GGUF model (default: the bundled SmolLM2)")
+    parser.add_argument("--adapter", help="LoRA adapter GGUF (default: the shipped one)")
+    parser.add_argument("--base-model", action="store_true", help="the model as released")
     parser.add_argument("--n-ctx", type=int, default=None, help="window (default: 8192)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="also write the rows as JSON lines here")
     parser.add_argument(
         "--orders", type=orders, default=ORDERS, help="comma-separated, of: " + ",".join(ORDERS)
     )
-    parser.add_argument("--grounded-notes", action="store_true", help="as ask's option")
-    parser.add_argument("--focused-notes", action="store_true", help="as ask's option")
+    for name in READING:  # unset: as the adapter shipped to read
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=on_off, help=f"on|off, as ask's {flag}")
     args = parser.parse_args()
     rows = asyncio.run(measure(args))
     print_table(rows)
