@@ -6,7 +6,7 @@ misses on the held-out ledger wording in Python's reference prose
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -71,34 +71,39 @@ def update_parts(prompt: str) -> tuple[str, str]:
     return section, prompt.split("Memory:\n", 1)[1].split("\n\nSection:", 1)[0]
 
 
-def reading(at_needle: str) -> ScriptedBackend:
-    """A reader that copies prose at the needle's section, copies the needle when shown only
-    the needle, keeps its memory elsewhere, and answers from the memory."""
+def scripted_reader(
+    value: str, made_up: str, update: Callable[[str, str], str], calls: int
+) -> ScriptedBackend:
+    """A reader whose updates ``update(section, memory)`` writes and whose final answer is
+    ``value`` when the memory holds it, ``made_up`` otherwise (as a small model answers)."""
 
     def reply(messages: Sequence[Message]) -> str:
         prompt = messages[-1]["content"]
         if "\\boxed" in prompt:
-            return "\\boxed{4243307}" if "4243307" in prompt else "\\boxed{1}"
-        section, memory = update_parts(prompt)
+            return f"\\boxed{{{value if value in prompt else made_up}}}"
+        return update(*update_parts(prompt))
+
+    return ScriptedBackend([reply] * calls)
+
+
+def reading(at_needle: str) -> ScriptedBackend:
+    """A reader that copies prose at the needle's section, copies the needle when shown only
+    the needle, keeps its memory elsewhere, and answers from the memory."""
+
+    def update(section: str, memory: str) -> str:
         if section.strip() == NEEDLE:
             return NEEDLE
         return at_needle if "tired-beacon" in section else memory
 
-    return ScriptedBackend([reply] * 10)
+    return scripted_reader("4243307", "1", update, 10)
 
 
 def needle_then(prose: str) -> ScriptedBackend:
     """A reader that notes the needle where its section has it and copies ``prose`` over its
     notes everywhere else, and answers from the memory."""
-
-    def reply(messages: Sequence[Message]) -> str:
-        prompt = messages[-1]["content"]
-        if "\\boxed" in prompt:
-            return "\\boxed{4243307}" if "4243307" in prompt else "\\boxed{0}"
-        section = prompt.split("Section:\n", 1)[1]
-        return NEEDLE if "tired-beacon" in section else prose
-
-    return ScriptedBackend([reply] * 6)
+    return scripted_reader(
+        "4243307", "0", lambda section, _: NEEDLE if "tired-beacon" in section else prose, 6
+    )
 
 
 def chunks_of(*sections: str) -> list[Chunk]:
@@ -210,18 +215,14 @@ def locker_reading(at_needle: str, shown_needle: str) -> ScriptedBackend:
     did four sections after its reread), keeps its memory elsewhere, and answers from the
     memory."""
 
-    def reply(messages: Sequence[Message]) -> str:
-        prompt = messages[-1]["content"]
-        if "\\boxed" in prompt:
-            return "\\boxed{4331324}" if "4331324" in prompt else "\\boxed{10}"
-        section, memory = update_parts(prompt)
+    def update(section: str, memory: str) -> str:
         if section.strip() == LOCKER_NEEDLE:
             return shown_needle
         if "Last filler" in section:
             return PROSE
         return at_needle if "lonely-flame" in section else memory
 
-    return ScriptedBackend([reply] * 8)
+    return scripted_reader("4331324", "10", update, 8)
 
 
 LOCKER_SECTION = f"{PROSE} {MUST_PROSE} {LOCKER_NEEDLE} {DECOY}"
@@ -303,16 +304,12 @@ def greenhouse_reading(shown_needle: str) -> ScriptedBackend:
     writes ``shown_needle`` when shown the needle alone, copies prose over its notes at the
     last section, and answers from the memory (a made-up 18 without the value)."""
 
-    def reply(messages: Sequence[Message]) -> str:
-        prompt = messages[-1]["content"]
-        if "\\boxed" in prompt:
-            return "\\boxed{4420144}" if "4420144" in prompt else "\\boxed{18}"
-        section, _ = update_parts(prompt)
+    def update(section: str, _: str) -> str:
         if section.strip() == GREENHOUSE_NEEDLE:
             return shown_needle
         return PROSE if "Last filler" in section else FLOOR
 
-    return ScriptedBackend([reply] * 8)
+    return scripted_reader("4420144", "18", update, 8)
 
 
 async def run_greenhouse(backend: ScriptedBackend, **settings: object):  # type: ignore[no-untyped-def]
