@@ -5,7 +5,7 @@ item 10).
         [--chunk-tokens N] [--memory-tokens N] [--final-tokens N] [--out FILE.jsonl]
         [--orders paper,section_first] [--adapter GGUF | --base-model]
         [--grounded-notes on|off] [--focused-notes on|off] [--exact-copies on|off]
-        [--focused-reread on|off]
+        [--focused-reread on|off] [--traces DIR]
 
 One document of about ``--tokens`` tokens (RULER's noise haystack, ``longread.data.needle``)
 hides ``--questions`` needles, "The special magic number for KEY is VALUE.", spread evenly;
@@ -158,6 +158,10 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
             runs = await agent.run_many([q for q, _ in pairs], text)
             wall = time.perf_counter() - started
             print(f"{order}: done in {wall:.0f} s", flush=True)
+            if args.traces:  # one trace a question, for `longread view`
+                args.traces.mkdir(parents=True, exist_ok=True)
+                for key, run in zip(KEYS, runs, strict=False):
+                    run.save(args.traces / f"{order}-{key}.json")
             scores = [  # RULER's match_all, in percent
                 score_answer(run.final_reply, [answer], kind="ruler").match_all or 0.0
                 for run, (_, answer) in zip(runs, pairs, strict=True)
@@ -214,6 +218,7 @@ def main() -> None:
     parser.add_argument("--n-ctx", type=int, default=None, help="window (default: 8192)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="also write the rows as JSON lines here")
+    parser.add_argument("--traces", type=Path, help="write each run's trace to this folder")
     parser.add_argument(
         "--orders", type=orders, default=ORDERS, help="comma-separated, of: " + ",".join(ORDERS)
     )
