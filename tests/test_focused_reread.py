@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from longread.agents.memagent import NO_MEMORY, MemAgent, MemAgentConfig
+from longread.agents.memagent import EARLIER_REREAD_RULES, NO_MEMORY, MemAgent, MemAgentConfig
 from longread.citations.focus import asks, focus_sentences, lost_notes, notes_about, restates
 from longread.llm.base import Message
 from longread.text.chunking import Chunk
@@ -226,8 +226,8 @@ def locker_reading(at_needle: str, shown_needle: str) -> ScriptedBackend:
 
 
 LOCKER_SECTION = f"{PROSE} {MUST_PROSE} {LOCKER_NEEDLE} {DECOY}"
-STOP54 = {"reread_cites": False, "reread_unrestated": False, "reread_quotes": False}
-STOP55 = {"reread_quotes": False}
+STOP54 = EARLIER_REREAD_RULES["stop54"]
+STOP55 = EARLIER_REREAD_RULES["stop55"]
 SHIPPED_NOTES = {"grounded_notes": True, "focused_notes": True, "exact_copies": True}
 
 

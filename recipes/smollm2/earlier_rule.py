@@ -17,17 +17,7 @@ import sys
 from longread.agents import memagent
 from longread.cli.main import main
 
-RULES: dict[str, dict[str, object]] = {
-    "stop53": {
-        "reread_least_share": 0.0,
-        "keep_notes_share": 0.0,
-        "reread_cites": False,
-        "reread_unrestated": False,
-        "reread_quotes": False,
-    },
-    "stop54": {"reread_cites": False, "reread_unrestated": False, "reread_quotes": False},
-    "stop55": {"reread_quotes": False},  # notes judged by their citations, nothing quoted
-}
+RULES = memagent.EARLIER_REREAD_RULES
 
 
 def with_rule(name: str) -> None:

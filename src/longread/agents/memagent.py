@@ -20,6 +20,7 @@ from ..citations.focus import (
     Cited,
     asks,
     focus_sentences,
+    key_terms,
     lost_notes,
     notes_about,
     restates,
@@ -143,6 +144,14 @@ class MemAgentConfig(SamplingConfig):
     # memory it was shown, or wrote the value alone ("At 3550955.", too short to be a note):
     # 7 of stop 55's 7 misses on the held-out greenhouse wording. False is stop 55's rule.
     reread_quotes: bool = True
+    # With focused rereads, a sentence or note restates the question only when it holds the
+    # question's key as well (citations/focus.py key_terms): the terms the document's best
+    # match holds and another sentence sharing the question's frame lacks. Another key's
+    # needle shares "special magic number", 3 of 4 terms: rereads showed it and notes kept it,
+    # and every wrong answer of bench/multi_question.py was another key's number (stop 57).
+    # With one match in the document, or matches alike, nothing changes. False is stop 57's
+    # rule.
+    reread_keys: bool = True
     min_read: float = 0.0  # share of the chunks read before an exit is honoured
 
     def __post_init__(self) -> None:
@@ -153,6 +162,29 @@ class MemAgentConfig(SamplingConfig):
         for name in ("reread_least_share", "keep_notes_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise UsageError(f"{name} is a share of the question's terms: 0 to 1")
+
+
+# The earlier forms of focused rereads, each by the stop whose rule it was: the settings that
+# give it back (recipes/smollm2/earlier_rule.py runs ablations with them; the README's
+# --focused-reread row says what each lost).
+EARLIER_REREAD_RULES: dict[str, dict[str, object]] = {
+    "stop53": {  # two shared terms were enough, and notes were kept only against none
+        "reread_least_share": 0.0,
+        "keep_notes_share": 0.0,
+        "reread_cites": False,
+        "reread_unrestated": False,
+        "reread_quotes": False,
+        "reread_keys": False,
+    },
+    "stop54": {  # notes judged by their own words; a reread only after no note about it
+        "reread_cites": False,
+        "reread_unrestated": False,
+        "reread_quotes": False,
+        "reread_keys": False,
+    },
+    "stop55": {"reread_quotes": False, "reread_keys": False},  # nothing quoted
+    "stop57": {"reread_keys": False},  # another key's needle restates the question
+}
 
 
 class UpdateLayout(Protocol):
@@ -333,17 +365,19 @@ async def update_and_probe(
     step: int,
     phase: str = "",
     reread: Reread | None = None,
+    key: frozenset[str] = frozenset(),
 ) -> tuple[str, list[Step]]:
     """One chunk's calls and the memory they leave: the update, then with ``exit_probe`` the
     probe when the update changed the memory (an unchanged memory cannot answer what it did
     not before). The memory is read before the probe's call: a sink sheds the update's text
     once the next call starts (``CallContext.flush``). With ``grounded_exit`` an exit whose
-    notes are not traced to the sections read is refused (``refuse_ungrounded_exit``)."""
+    notes are not traced to the sections read is refused (``refuse_ungrounded_exit``).
+    ``key``: the question's key in the document (``question_key``), for focused rereads."""
     update = await update_step(ctx, config, question, memory, chunk, step, phase, reread)
     calls = [update]
     if config.focused_reread:
         calls += await focused_reread(
-            ctx, config, question, memory, chunk, update, step + 1, phase, reread
+            ctx, config, question, memory, chunk, update, step + 1, phase, reread, key
         )
     new_memory = calls[-1].memory or memory
     # no probe after an unchanged memory or an <exit/>
@@ -358,20 +392,26 @@ async def update_and_probe(
 
 
 def missed_question(
-    config: MemAgentConfig, question: str, memory: str, update: Step, cited: Cited | None = None
+    config: MemAgentConfig,
+    question: str,
+    memory: str,
+    update: Step,
+    cited: Cited | None = None,
+    key: frozenset[str] = frozenset(),
 ) -> bool:
     """Whether ``update``, read onto ``memory``, left no note about ``question`` (with
     ``reread_unrestated``: none restating it) or gave up a note restating it
     (``lost_notes``): where ``focused_reread`` acts. An exit never. ``cited``: the sentence
-    each note was traced to, with ``reread_cites``."""
+    each note was traced to, with ``reread_cites``; ``key``: the question's key
+    (``question_key``)."""
     after = update.memory or NO_MEMORY
     if GATE_EXIT in update.flags:
         return False
     share, asked = config.keep_notes_share, config.reread_quotes
-    if config.reread_unrestated and not restates(after, question, share, cited, asked):
+    if config.reread_unrestated and not restates(after, question, share, cited, asked, key):
         return True
     return not notes_about(after, question) or lost_notes(
-        memory, after, question, share, cited, asked
+        memory, after, question, share, cited, asked, key
     )
 
 
@@ -393,6 +433,7 @@ async def focused_reread(
     step: int,
     phase: str = "",
     reread: Reread | None = None,
+    key: frozenset[str] = frozenset(),
 ) -> list[Step]:
     """With ``focused_reread``, after ``update`` (which read ``chunk`` onto ``memory``) left
     no note about ``question`` (or none restating it) or gave up a note restating it
@@ -401,23 +442,24 @@ async def focused_reread(
     when the last of these calls gave up ``memory``'s notes restating the question too,
     ``memory`` is kept (flagged ``notes_restored``). With ``reread_quotes``, a reread whose
     notes do not restate the question either gets the sentences it was shown at the head of
-    its memory (``quote_focus``). The added calls."""
+    its memory (``quote_focus``). With a ``key`` (``question_key``), only sentences and
+    notes that hold it restate the question. The added calls."""
     cited = cited_quotes(ctx, config)
-    if not missed_question(config, question, memory, update, cited):
+    if not missed_question(config, question, memory, update, cited, key):
         return []
     calls: list[Step] = []
     share, asked = config.keep_notes_share, config.reread_quotes
-    focus = focus_sentences(chunk.text, question, least_share=config.reread_least_share)
+    focus = focus_sentences(chunk.text, question, least_share=config.reread_least_share, key=key)
     if focus:
         second = await update_step(
             ctx, config, question, memory, chunk, step, phase, reread, shown=focus
         )
         second.flags.append(FOCUSED_REREAD)
-        if asked and not restates(second.memory or NO_MEMORY, question, share, cited, True):
+        if asked and not restates(second.memory or NO_MEMORY, question, share, cited, True, key):
             await quote_focus(ctx, config, question, chunk, second, focus)
         calls.append(second)
     last = calls[-1] if calls else update
-    if lost_notes(memory, last.memory or NO_MEMORY, question, share, cited, asked):
+    if lost_notes(memory, last.memory or NO_MEMORY, question, share, cited, asked, key):
         last.memory = memory
         last.flags.append(NOTES_RESTORED)
     return calls
@@ -608,9 +650,10 @@ async def read_with_memory(
     """The MemAgent pass: fold every chunk into ``memory`` (empty: ``NO_MEMORY``), in order.
     Returns the memory and the update steps."""
     steps: list[Step] = []
+    key = question_key(config, question, chunks)
     for offset, chunk in enumerate(chunks):
         memory, calls = await update_and_probe(
-            ctx, config, question, memory, chunk, first_step + len(steps), phase, reread
+            ctx, config, question, memory, chunk, first_step + len(steps), phase, reread, key
         )
         steps += calls
         if stops_here(calls[-1], config, offset + 1, len(chunks)):
@@ -631,16 +674,27 @@ async def read_chunk_major(
     memories = [NO_MEMORY] * len(questions)
     steps: list[list[Step]] = [[] for _ in questions]
     reading = [True] * len(questions)  # False once a question's exit gate stopped it
+    keys = [question_key(config, question, chunks) for question in questions]
     for offset, chunk in enumerate(chunks):  # one chunk in memory at a time (spooled chunks)
         for i, (ctx, question) in enumerate(zip(contexts, questions, strict=True)):
             if not reading[i]:
                 continue
             memories[i], calls = await update_and_probe(
-                ctx, config, question, memories[i], chunk, len(steps[i])
+                ctx, config, question, memories[i], chunk, len(steps[i]), key=keys[i]
             )
             steps[i] += calls
             reading[i] = not stops_here(calls[-1], config, offset + 1, len(chunks))
     return list(zip(memories, steps, strict=True))
+
+
+def question_key(config: MemAgentConfig, question: str, chunks: Sequence[Chunk]) -> frozenset[str]:
+    """With focused rereads and ``reread_keys``, the terms of ``question`` that set its best
+    match in the document ``chunks`` apart from rivals sharing its frame (another key's
+    needle; citations/focus.py ``key_terms``); empty otherwise, or when nothing does. One
+    pass over the chunks' text, with no call."""
+    if not (config.focused_reread and config.reread_keys):
+        return frozenset()
+    return key_terms((chunk.text for chunk in chunks), question, config.keep_notes_share)
 
 
 def read_share(

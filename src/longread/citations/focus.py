@@ -11,13 +11,21 @@ shares the most of the question's terms.
 ``focus_sentences`` picks such sentences; ``notes_about`` says whether a memory holds notes
 about the question at all (the test focused notes clear a memory by), ``restates`` whether one
 of them restates the question, and ``lost_notes`` whether an update gave up such notes.
+
+``key_terms`` tells a restatement from a rival: in a document that holds needles for several
+keys ("The special magic number for birch is ..." beside dune's), every needle shares the
+question's frame ("special magic number"), 3 of its 4 terms, and so passed for restating the
+question about dune: rereads showed birch's needle and notes kept it (issue 26, target 6:
+every wrong answer of `bench/multi_question.py` was another key's number). The key is the term
+the document's best match holds and some rival does not; a sentence or note restates the
+question only when it holds the key as well.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from .align import split_notes, words
 from .evidence import question_terms
@@ -46,22 +54,50 @@ def least_terms(terms: set[str], share: float, least: int = LEAST_SHARED_TERMS) 
 
 
 def focus_sentences(
-    text: str, question: str, least: int = LEAST_SHARED_TERMS, least_share: float = LEAST_SHARE
+    text: str,
+    question: str,
+    least: int = LEAST_SHARED_TERMS,
+    least_share: float = LEAST_SHARE,
+    key: frozenset[str] = frozenset(),
 ) -> list[str]:
     """The sentences of ``text`` that share the most of ``question``'s terms, at least
     ``least`` of them and at least ``least_share`` of the terms, in the order they come; none
-    when no sentence shares that many."""
+    when no sentence shares that many. A sentence without every ``key`` term (``key_terms``)
+    is about something else and never shown."""
     terms = question_terms(question)
     least = least_terms(terms, least_share, least)
     scored = [
-        (len(terms & words(sentence)), sentence.strip())
+        (len(terms & held), sentence.strip())
         for sentence in _SENTENCE_END.split(text)
-        if sentence.strip()
+        if sentence.strip() and key <= (held := words(sentence))
     ]
     best = max((shared for shared, _ in scored), default=0)
     if best < least:
         return []
     return [sentence for shared, sentence in scored if shared == best]
+
+
+def key_terms(
+    texts: Iterable[str], question: str, least_share: float = LEAST_SHARE
+) -> frozenset[str]:
+    """The terms of ``question`` that the best-matching sentences of ``texts`` (a document's
+    sections) all hold and some rival lacks: a rival is another sentence holding
+    ``least_share`` of the terms (and at least two), e.g. another key's needle. Empty when
+    fewer than two sentences hold that many, or when they all hold the same terms: then
+    nothing tells the match from the rivals, and ``restates`` reads as it did without keys."""
+    terms = question_terms(question)
+    least = least_terms(terms, least_share)
+    matches = [
+        frozenset(held)
+        for text in texts
+        for sentence in _SENTENCE_END.split(text)
+        if len(held := terms & words(sentence)) >= least
+    ]
+    if len(matches) < 2:
+        return frozenset()
+    most = max(len(held) for held in matches)
+    best = frozenset.intersection(*(held for held in matches if len(held) == most))
+    return best - frozenset.intersection(*matches)
 
 
 # The text a note was traced to (``Provenance.span_of``'s quote), or None.
@@ -74,9 +110,11 @@ def restates(
     least_share: float = LEAST_SHARE,
     cited: Cited | None = None,
     skip_questions: bool = False,
+    key: frozenset[str] = frozenset(),
 ) -> bool:
     """Whether a note of ``memory`` holds at least ``least_share`` of ``question``'s terms
-    (and at least two): a copied needle restates its question. With ``cited``, a note
+    (and at least two) and every ``key`` term (``key_terms``): a copied needle restates its
+    question, another key's needle does not. With ``cited``, a note
     whose cited sentence does counts too: the adapter rewords a needle it was shown
     ("To turn the dial to N, you must turn it to N."), dropping the key, and still records
     it. With ``skip_questions``, a note that is a question (``asks``) never counts: the
@@ -89,7 +127,10 @@ def restates(
         if skip_questions and asks(note):
             return False
         quote = cited(note) if cited is not None else None
-        return any(len(terms & words(text)) >= least for text in (note, quote or ""))
+        return any(
+            len(terms & (held := words(text))) >= least and key <= held
+            for text in (note, quote or "")
+        )
 
     return any(holds(note) for note in split_notes(memory))
 
@@ -106,6 +147,7 @@ def lost_notes(
     keep_share: float = LEAST_SHARE,
     cited: Cited | None = None,
     skip_questions: bool = False,
+    key: frozenset[str] = frozenset(),
 ) -> bool:
     """Whether the memory ``after`` gave up notes about ``question`` that ``before`` held:
     ``before`` restated the question (``keep_share`` of its terms) and ``after`` does not.
@@ -113,11 +155,11 @@ def lost_notes(
     shared term) and ``after`` none. One term is too weak both ways: filler that shares a
     key's word ("feather" for lively-feather) is then kept against focused notes clearing it
     (RULER's 32K and 64K samples), and prose sharing "number" replaces a noted needle.
-    ``cited`` and ``skip_questions``: as for ``restates``."""
+    ``cited``, ``skip_questions`` and ``key``: as for ``restates``."""
     if keep_share <= 0:
         return notes_about(before, question) and not notes_about(after, question)
-    return restates(before, question, keep_share, cited, skip_questions) and not restates(
-        after, question, keep_share, cited, skip_questions
+    return restates(before, question, keep_share, cited, skip_questions, key) and not restates(
+        after, question, keep_share, cited, skip_questions, key
     )
 
 
