@@ -8,7 +8,9 @@
 # importance (the adapter's first, then the base model's and the baselines' on the trained tasks,
 # then theirs on the untrained one); CELLS=adapter (or base, or baselines) runs one group only;
 # CELLS=agents the three memory agents on two-hop chains (issue 28); CELLS=gates the exit
-# gate off and on (issue 29);
+# gate off and on (issue 29); CELLS=multikey the shipped adapter on RULER's niah_multikey_2
+# (a haystack of other keys' needles, never trained on), with focused rereads as shipped and
+# with stop 57's rule (issue 26, target 6);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -72,6 +74,8 @@ sets() {  # build every set once, seed 0 (training sets use seeds from 1001)
   held_out unseen-locker niah_single_2 heldout-locker  # since stop 54
   held_out unseen-greenhouse niah_single_2 heldout-greenhouse  # since stop 55
   held_out unseen-van niah_single_2 heldout-van  # since stop 56
+  [ -f "$DATA/ruler_niah_multikey_2_8192.jsonl" ] ||  # issue 26 target 6, since stop 58
+    $LONGREAD data ruler --task niah_multikey_2 --lengths 8192 --n "$N" --seed 0 --out "$DATA"
   for order in reversed forward; do  # issue 28: two-hop chains, the task rereading is for
     [ -f "$DATA/chains_${order}_8192.jsonl" ] ||
       $LONGREAD data chains --order "$order" --lengths 8192 --n "$N" --seed 0 --out "$DATA"
@@ -102,9 +106,10 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
   # exit-off (--exit-gate on/off), probe-on / probe-off (--exit-probe on/off), grounded
   # (--grounded-exit on; an exit on without it reads --grounded-exit off), notes
   # (--grounded-notes on), focused (--focused-notes on), exact (--exact-copies on), reread
-  # (--focused-reread on), or several joined by +
+  # (--focused-reread on), rule-STOP (an earlier rule of focused rereads, by
+  # recipes/smollm2/earlier_rule.py STOP), or several joined by +
   # (section-first+exit-off); the run folder's name ends with HOW
-  local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part
+  local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part runner=("$LONGREAD")
   local out="$RUNS/$agent-$model-$set-$length${5:+-$5}" data="$DATA/${set}_${length}.jsonl"
   # A finished cell is left as it is: resuming it would load the model for nothing and add an
   # empty session to the run's records.
@@ -122,6 +127,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
       focused) flags+=(--focused-notes on) ;;
       exact) flags+=(--exact-copies on) ;;
       reread) flags+=(--focused-reread on) ;;
+      rule-*) runner=(.venv/bin/python recipes/smollm2/earlier_rule.py "${part#rule-}") ;;
       *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
     esac
   done
@@ -134,7 +140,8 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
   [ "$model" = base ] && flags+=(--base-model)
   [ "$model" = adapter ] && flags+=(--adapter memory)
   case $model in adapter | base) ;; *) flags+=(--adapter "recipes/smollm2/runs/$model/adapter.gguf") ;; esac
-  $LONGREAD eval run --data "$data" --agent "$agent" "${flags[@]}" --out "$out" --concurrency 1
+  "${runner[@]}" eval run --data "$data" --agent "$agent" "${flags[@]}" --out "$out" \
+    --concurrency 1
 }
 
 start=$(date +%s)
@@ -206,6 +213,12 @@ if want agents; then
     for agent in memagent memreread rememr1; do cell "$agent" base "$set" 8192; done
   done
   cell memagent adapter chains_reversed 8192
+fi
+# Issue 26, target 6 (CELLS=multikey): other keys' needles share the question's frame; the
+# shipped reading knows the question's key since stop 58 (question_keys), stop 57's rule did not
+if want multikey; then
+  cell memagent adapter ruler_niah_multikey_2 8192
+  cell memagent adapter ruler_niah_multikey_2 8192 rule-stop57
 fi
 # Issue 29 (CELLS=gates): the exit gate off, then on, with one stage's adapter trained with
 # it (GATE_STAGE, default sft29q: recipes/smollm2/runs/$GATE_STAGE/adapter.gguf; GATE_KIND

@@ -1,4 +1,4 @@
-"""Focused rereads that know the question's key (``reread_keys``): in a document holding
+"""Reading rules that know the question's key (``question_keys``): in a document holding
 needles for several keys, another key's needle shares the question's frame ("special magic
 number", 3 of its 4 terms) but does not restate it. The scripted reader does what the shipped
 adapter did in stop 57's ``bench/multi_question.py --traces``: shown another key's needle for
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from longread.agents.memagent import NO_MEMORY, MemAgent, MemAgentConfig
 from longread.citations.focus import focus_sentences, key_terms, lost_notes, restates
 from longread.llm.base import Message
-from longread.trace import FOCUSED_REREAD, NOTES_RESTORED
+from longread.trace import FOCUSED_REREAD, NOTES_RESTORED, NOTES_UNGROUNDED
 
 from .scripted import ScriptedBackend, WordTokenizer
 from .test_focused_reread import chunks_of
@@ -88,7 +88,7 @@ DOCUMENT = (f"{FILLER} {BIRCH}", FILLER, f"{FILLER} {DUNE}", f"{AMBER} {FILLER}"
 
 async def test_a_reread_never_shows_another_keys_needle_to_the_question():
     chunks = chunks_of(*DOCUMENT)
-    stop57 = MemAgentConfig(focused_reread=True, reread_keys=False)
+    stop57 = MemAgentConfig(focused_reread=True, question_keys=False)
     confused = await MemAgent(confusing_reader(12), WordTokenizer(), stop57).run(QUESTION, chunks)
     # birch's needle, reread at the first section, is written under dune's key at the third
     assert confused.answer == "8056020"
@@ -117,3 +117,40 @@ async def test_each_question_read_section_first_gets_its_own_key():
     reread = [s for s in runs[1].steps if FOCUSED_REREAD in s.flags]
     assert [s.chunk_index for s in reread] == [0] and reread[0].memory == BIRCH
     assert runs[1].answer == "8056020"
+
+
+def relabelling_reader(calls: int) -> ScriptedBackend:
+    """Writes the first needle it meets under dune's key (the shipped adapter's note at
+    birch's needle in stop 57's bench: "The special magic number for dune mentioned in the
+    document is 8056020."), then keeps its memory; answers the number its memory holds."""
+
+    def update(section: str, memory: str) -> str:
+        if re.search(r"is \d+\.", memory):
+            return memory
+        met = NEEDLE.search(section)
+        if met is None:
+            return memory
+        return f"The special magic number for dune mentioned in the document is {met[2]}."
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            held = re.search(r"is (\d+)\.", prompt)
+            return f"\\boxed{{{held[1] if held else 0}}}"
+        return update(*update_parts(prompt))
+
+    return ScriptedBackend([reply] * calls)
+
+
+async def test_a_note_naming_the_key_is_grounded_only_by_a_sentence_naming_it():
+    chunks = chunks_of(*DOCUMENT)
+    stop57 = MemAgentConfig(grounded_notes=True, question_keys=False)
+    kept = await MemAgent(relabelling_reader(6), WordTokenizer(), stop57).run(QUESTION, chunks)
+    assert kept.answer == "8056020"  # every word but the key is in birch's sentence
+    config = MemAgentConfig(grounded_notes=True)
+    run = await MemAgent(relabelling_reader(6), WordTokenizer(), config).run(QUESTION, chunks)
+    assert run.answer == "4720519"
+    assert NOTES_UNGROUNDED in run.steps[0].flags and run.steps[0].memory == NO_MEMORY
+    assert "4720519" in (run.steps[2].memory or "")
+    # a note traced to the key's own needle is held
+    assert not any(NOTES_UNGROUNDED in s.flags for s in run.steps[1:])

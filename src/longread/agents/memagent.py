@@ -144,14 +144,15 @@ class MemAgentConfig(SamplingConfig):
     # memory it was shown, or wrote the value alone ("At 3550955.", too short to be a note):
     # 7 of stop 55's 7 misses on the held-out greenhouse wording. False is stop 55's rule.
     reread_quotes: bool = True
-    # With focused rereads, a sentence or note restates the question only when it holds the
-    # question's key as well (citations/focus.py key_terms): the terms the document's best
-    # match holds and another sentence sharing the question's frame lacks. Another key's
-    # needle shares "special magic number", 3 of 4 terms: rereads showed it and notes kept it,
-    # and every wrong answer of bench/multi_question.py was another key's number (stop 57).
-    # With one match in the document, or matches alike, nothing changes. False is stop 57's
-    # rule.
-    reread_keys: bool = True
+    # Know the question's key (citations/focus.py key_terms): the terms the document's best
+    # match holds and another sentence sharing the question's frame lacks. With focused
+    # rereads, a sentence or note restates the question only when it holds the key as well;
+    # with grounded notes, a note naming the key is held only by text naming it too. Another
+    # key's needle shares "special magic number", 3 of 4 terms: rereads showed it, notes kept
+    # it, and the adapter wrote the question's key with its number; every wrong answer of
+    # bench/multi_question.py was another key's number (stop 57). With one match in the
+    # document, or matches alike, nothing changes. False is stop 57's rule.
+    question_keys: bool = True
     min_read: float = 0.0  # share of the chunks read before an exit is honoured
 
     def __post_init__(self) -> None:
@@ -174,16 +175,16 @@ EARLIER_REREAD_RULES: dict[str, dict[str, object]] = {
         "reread_cites": False,
         "reread_unrestated": False,
         "reread_quotes": False,
-        "reread_keys": False,
+        "question_keys": False,
     },
     "stop54": {  # notes judged by their own words; a reread only after no note about it
         "reread_cites": False,
         "reread_unrestated": False,
         "reread_quotes": False,
-        "reread_keys": False,
+        "question_keys": False,
     },
-    "stop55": {"reread_quotes": False, "reread_keys": False},  # nothing quoted
-    "stop57": {"reread_keys": False},  # another key's needle restates the question
+    "stop55": {"reread_quotes": False, "question_keys": False},  # nothing quoted
+    "stop57": {"question_keys": False},  # another key's needle restates the question
 }
 
 
@@ -250,13 +251,15 @@ async def update_step(
     phase: str = "",
     reread: Reread | None = None,
     shown: list[str] | None = None,
+    key: frozenset[str] = frozenset(),
 ) -> Step:
     """One MemAgent turn: the reply (minus any <think>) replaces the memory; a reply with no
     memory in it keeps the old one (flagged). Under the gates (agents/gates.py) a ``<keep/>``
     keeps it too and an ending ``<exit/>`` is flagged for the reading loop to stop. The
     prompt shows the ``shown`` sentences in place of the chunk's text when given (a focused
     reread); notes are traced to the whole chunk either way, and with
-    ``reread_cites`` to a shown sentence they reword."""
+    ``reread_cites`` to a shown sentence they reword. ``key``: the question's key in the
+    document (``question_key``), for grounded notes."""
     section = chunk.text if shown is None else " ".join(shown)
     messages = update_messages(question, memory, section, config.prompts, config)
     record = await ctx.call(
@@ -289,7 +292,7 @@ async def update_step(
     if config.exact_copies:
         repair_near_copies(ctx, question, record)
     if config.grounded_notes:
-        cut_ungrounded_notes(ctx, question, record)
+        cut_ungrounded_notes(ctx, question, record, key)
     if config.focused_notes:
         clear_unrelated_notes(question, record)
     return record
@@ -304,10 +307,13 @@ def repair_near_copies(ctx: CallContext, question: str, record: Step) -> None:
         record.flags.append(COPY_REPAIRED)
 
 
-def cut_ungrounded_notes(ctx: CallContext, question: str, record: Step) -> None:
+def cut_ungrounded_notes(
+    ctx: CallContext, question: str, record: Step, key: frozenset[str] = frozenset()
+) -> None:
     """Cut from the memory ``record`` leaves its notes about ``question`` that the sections
-    read do not hold (flagged ``notes_ungrounded``); none left is an empty memory."""
-    kept, cut = without_ungrounded(record.memory or "", question, ctx.provenance)
+    read do not hold (flagged ``notes_ungrounded``); none left is an empty memory. A note
+    naming a ``key`` term is held only by text naming it too."""
+    kept, cut = without_ungrounded(record.memory or "", question, ctx.provenance, key)
     if cut:
         record.memory = kept or NO_MEMORY
         record.flags.append(NOTES_UNGROUNDED)
@@ -373,7 +379,7 @@ async def update_and_probe(
     once the next call starts (``CallContext.flush``). With ``grounded_exit`` an exit whose
     notes are not traced to the sections read is refused (``refuse_ungrounded_exit``).
     ``key``: the question's key in the document (``question_key``), for focused rereads."""
-    update = await update_step(ctx, config, question, memory, chunk, step, phase, reread)
+    update = await update_step(ctx, config, question, memory, chunk, step, phase, reread, key=key)
     calls = [update]
     if config.focused_reread:
         calls += await focused_reread(
@@ -452,7 +458,7 @@ async def focused_reread(
     focus = focus_sentences(chunk.text, question, least_share=config.reread_least_share, key=key)
     if focus:
         second = await update_step(
-            ctx, config, question, memory, chunk, step, phase, reread, shown=focus
+            ctx, config, question, memory, chunk, step, phase, reread, shown=focus, key=key
         )
         second.flags.append(FOCUSED_REREAD)
         if asked and not restates(second.memory or NO_MEMORY, question, share, cited, True, key):
@@ -688,11 +694,11 @@ async def read_chunk_major(
 
 
 def question_key(config: MemAgentConfig, question: str, chunks: Sequence[Chunk]) -> frozenset[str]:
-    """With focused rereads and ``reread_keys``, the terms of ``question`` that set its best
-    match in the document ``chunks`` apart from rivals sharing its frame (another key's
-    needle; citations/focus.py ``key_terms``); empty otherwise, or when nothing does. One
-    pass over the chunks' text, with no call."""
-    if not (config.focused_reread and config.reread_keys):
+    """With focused rereads or grounded notes, and ``question_keys``, the terms of
+    ``question`` that set its best match in the document ``chunks`` apart from rivals sharing
+    its frame (another key's needle; citations/focus.py ``key_terms``); empty otherwise, or
+    when nothing does. One pass over the chunks' text, with no call."""
+    if not (config.question_keys and (config.focused_reread or config.grounded_notes)):
         return frozenset()
     return key_terms((chunk.text for chunk in chunks), question, config.keep_notes_share)
 

@@ -11,7 +11,11 @@ section read, and every specific word of each (a number, a capitalised word) mus
 text it was traced to: a note that names the question's key but a value the section does not
 hold ("... is: 100" aligned with "... is: 4076011") is not grounded. Notes about nothing the
 question asks (copied filler) neither ground nor block an exit; with no note about the
-question there is nothing to answer from, and the exit is refused.
+question there is nothing to answer from, and the exit is refused. Given the question's key
+(``focus.key_terms``: what sets its needle apart from other keys' needles), a note naming the
+key must be traced to text that names it too: the shipped adapter wrote "The special magic
+number for dune mentioned in the document is 8056020." at birch's needle, birch's number, and
+every word of it but the key was in the section.
 
 The same tests serve two memory options: grounded notes cut the notes about the question that
 no section read holds, and focused notes clear a memory whose notes are all about nothing the
@@ -30,22 +34,27 @@ from .provenance import Provenance
 _MARKER_ONLY = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*$")  # a list marker whose note was cut
 
 
-def ungrounded_notes(memory: str, question: str, provenance: Provenance) -> list[str] | None:
+def ungrounded_notes(
+    memory: str, question: str, provenance: Provenance, key: frozenset[str] = frozenset()
+) -> list[str] | None:
     """The notes of ``memory`` about ``question`` that the sections read do not hold: empty
     when every such note is traced (the exit may be honoured), None when no note is about
-    the question at all."""
+    the question at all. A note naming a ``key`` term is held only by text naming it too."""
     terms = question_terms(question)
     about = [note for note in split_notes(memory) if terms & _words(note)]
     if not about:
         return None
-    return [note for note in about if not _traced(note, provenance)]
+    return [note for note in about if not _traced(note, provenance, key)]
 
 
-def without_ungrounded(memory: str, question: str, provenance: Provenance) -> tuple[str, list[str]]:
-    """``memory`` with its ungrounded notes about ``question`` (``ungrounded_notes``) cut
-    out, and those notes: a made-up answer written before the evidence ("The special magic
-    number ... is no previous memory.") is what a small model otherwise keeps to the end."""
-    dropped = ungrounded_notes(memory, question, provenance) or []
+def without_ungrounded(
+    memory: str, question: str, provenance: Provenance, key: frozenset[str] = frozenset()
+) -> tuple[str, list[str]]:
+    """``memory`` with its ungrounded notes about ``question`` (``ungrounded_notes``, with
+    ``key``) cut out, and those notes: a made-up answer written before the evidence ("The
+    special magic number ... is no previous memory.") is what a small model otherwise keeps
+    to the end."""
+    dropped = ungrounded_notes(memory, question, provenance, key) or []
     if not dropped:
         return memory, []
     for note in dropped:
@@ -70,10 +79,12 @@ def exit_grounded(memory: str, question: str, provenance: Provenance) -> bool:
     return ungrounded_notes(memory, question, provenance) == []
 
 
-def _traced(note: str, provenance: Provenance) -> bool:
-    """Whether ``note`` has a source span whose text holds each of its specific words."""
+def _traced(note: str, provenance: Provenance, key: frozenset[str] = frozenset()) -> bool:
+    """Whether ``note`` has a source span whose text holds each of its specific words, and
+    each ``key`` term the note names."""
     span = provenance.span_of(note)
     if span is None:
         return False
     quoted = _words(span.quote)
-    return all(fold(word) in quoted for word in specific_words(note))
+    named = key & _words(note)
+    return named <= quoted and all(fold(word) in quoted for word in specific_words(note))

@@ -34,7 +34,7 @@ AGENT_SETTINGS_ADDED = {
     "reread_cites": False,  # stop 54's rereads: notes traced to the whole chunk, by their words
     "reread_unrestated": False,  # and made only after an update that left no note about it
     "reread_quotes": False,  # stop 55's rereads: a reread's notes kept as they came
-    "reread_keys": False,  # stop 57's rereads: another key's needle restated the question
+    "question_keys": False,  # stop 57's rereads: another key's needle restated the question
 }
 
 
