@@ -219,6 +219,8 @@ fi
 if want multikey; then
   cell memagent adapter ruler_niah_multikey_2 8192
   cell memagent adapter ruler_niah_multikey_2 8192 rule-stop57
+  # several questions now read section-first by default: its check on multi-hop questions
+  cell memagent adapter hotpotqa 8192 section-first
 fi
 # Issue 29 (CELLS=gates): the exit gate off, then on, with one stage's adapter trained with
 # it (GATE_STAGE, default sft29q: recipes/smollm2/runs/$GATE_STAGE/adapter.gguf; GATE_KIND
