@@ -490,36 +490,6 @@ def test_json_prints_one_object_per_question_and_traces_go_one_file_each(
 
 
 @pytest.mark.parametrize(
-    ("flags", "section_first"),
-    [((), True), (("--paper-order",), False), (("--focused-reread", "off"), False)],
-)
-def test_several_questions_read_as_the_adapter_shipped_go_section_first(
-    answers, document, tmp_path, flags, section_first
-):
-    """The embedded model with its memory adapter reads with grounded notes and focused
-    rereads, which keep each question's key: several questions then read section-first (the
-    faster order, as accurate on bench/multi_question.py); a flag choosing the order, or a
-    reading without the rereads, keeps the paper's."""
-    trace = tmp_path / "trace.json"
-    result = ask_both(document, "--chunk-tokens", "60", "--trace", str(trace), *flags)
-    assert result.exit_code == 0, result.stderr
-    for number in (1, 2):
-        data = json.loads((tmp_path / f"trace-q{number}.json").read_text())
-        assert data["config"]["section_first"] is section_first
-        assert data["config"]["focused_reread"] is (flags != ("--focused-reread", "off"))
-    assert ("read together, section first" in result.stderr) is section_first
-
-
-def test_one_question_keeps_the_papers_order(answers, document, tmp_path):
-    trace = tmp_path / "trace.json"
-    result = invoke("ask", str(document), "-q", QUESTIONS[0], "--chunk-tokens", "60",
-                    "--trace", str(trace))  # fmt: skip
-    assert result.exit_code == 0, result.stderr
-    data = json.loads(trace.read_text())
-    assert data["config"]["section_first"] is False and data["config"]["focused_reread"]
-
-
-@pytest.mark.parametrize(
     ("args", "message"),
     [
         (["-q", "fine?", "-q", "  "], "must not be empty (question 2 of 2)"),

@@ -30,7 +30,6 @@ from .options import (
     check_output_file,
     record_tokens_option,
     run_or_exit,
-    section_first_for_many,
     with_trained_settings,
 )
 from .progress import RunProgress
@@ -137,8 +136,7 @@ def ask(
     for trace in traces:
         check_output_file(trace, "--trace")
     settings = backend_settings(options)
-    filled = with_trained_settings(agent, settings, options)
-    config = make_config(agent, **section_first_for_many(agent, filled, len(questions)))
+    config = make_config(agent, **with_trained_settings(agent, settings, options))
     with checked_document(file, max_mb=max_document_mb) as (path, name):
         writers: list[TraceWriter] = []
         try:

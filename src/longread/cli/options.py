@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 
 import click
 
-from ..agents.multi import MultiQuestionAgent
 from ..agents.prompts import PROMPT_SETS
 from ..agents.registry import AGENTS
 from ..errors import UsageError
@@ -169,13 +168,12 @@ def agent_options(func: Any) -> Any:
                           "trained]."),
         click.option("--prompt-dir", type=click.Path(file_okay=False, exists=True),
                      help="Folder with your own prompt files (same names as the bundled ones)."),
-        click.option("--section-first/--paper-order", default=None,
+        click.option("--section-first", is_flag=True, default=None,
                      help="memagent/memreread: put the section before the problem and memory "
                           "in each update prompt, so that the calls reading one chunk for "
                           "different questions share a prefix that a prefix cache reuses "
-                          "(several -q; eval samples sharing a document) [the paper's order; "
-                          "ask with several -q reading as the memory adapter shipped: "
-                          "section-first]."),
+                          "(several -q; eval samples sharing a document) [off: the paper's "
+                          "order]."),
         click.option("--update-gate", type=click.Choice(["on", "off"]), callback=_on_off,
                      help="memagent/memreread: an update may reply <keep/> when its section "
                           "adds nothing, and the memory stays unwritten [off: the papers']."),
@@ -343,26 +341,6 @@ def with_trained_settings(
         merged["grounded_exit"] = True
         click.echo(f"longread: {describe_grounded(name)}", err=True)
     return merged
-
-
-def section_first_for_many(agent: str, options: dict[str, Any], questions: int) -> dict[str, Any]:
-    """``options`` (agent settings, trained ones filled in) with section-first on for several
-    questions read together, when no flag chose the order and the run reads as the memory
-    adapter shipped (grounded notes and focused rereads, which know each question's key):
-    read so, 8 questions about one 32K document were all right in either order, and
-    section-first was 4.5x faster (bench/multi_question.py, stop 58). Said once on stderr."""
-    together = issubclass(AGENTS[agent].agent, MultiQuestionAgent) if agent in AGENTS else False
-    shipped_reading = options.get("grounded_notes") and options.get("focused_reread")
-    if questions < 2 or not together or not shipped_reading:
-        return options
-    if options.get("section_first") is not None:
-        return options
-    click.echo(
-        f"longread: the {questions} questions are read together, section first: each chunk "
-        "once for all of them (give --paper-order for the paper's prompt order)",
-        err=True,
-    )
-    return {**options, "section_first": True}
 
 
 def describe_filled(name: str, filled: dict[str, Any], trained: TrainedSettings) -> list[str]:
