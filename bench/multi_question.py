@@ -5,7 +5,7 @@ item 10).
         [--chunk-tokens N] [--memory-tokens N] [--final-tokens N] [--out FILE.jsonl]
         [--orders paper,section_first] [--adapter GGUF | --base-model]
         [--grounded-notes on|off] [--focused-notes on|off] [--exact-copies on|off]
-        [--focused-reread on|off] [--traces DIR]
+        [--focused-reread on|off] [--lookup-decoding] [--traces DIR]
 
 One document of about ``--tokens`` tokens (RULER's noise haystack, ``longread.data.needle``)
 hides ``--questions`` needles, "The special magic number for KEY is VALUE.", spread evenly;
@@ -47,6 +47,7 @@ from longread.agents.memagent import MemAgent, MemAgentConfig
 from longread.cli.options import with_trained_settings
 from longread.data.needle import NOISE
 from longread.eval.scoring import score_answer
+from longread.llm import lookup_decoding
 from longread.llm.factory import BackendSettings, make_backend, make_tokenizer
 from longread.llm.llamacpp import LlamaCppBackend
 from longread.text.tokenizer import Tokenizer
@@ -94,7 +95,13 @@ class PrefillCounter:
                 self._prompt_next = False
             evaluate(tokens)
 
+        def counted_prefill(llama: Any, ids: list[int]) -> None:
+            self._prompt_next = True  # lookup decoding reads its prompt with one eval too
+            prefill(llama, ids)
+
+        prefill = lookup_decoding._prefill
         llama.generate, llama.eval = counted_generate, counted_eval
+        lookup_decoding._prefill = counted_prefill
 
 
 def build_document(
@@ -137,6 +144,7 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         n_ctx=args.n_ctx,
         adapter=args.adapter,
         base_model=args.base_model,
+        lookup_decoding=args.lookup_decoding,
     )
     reading = reading_settings(args, settings)
     adapter = settings.applied_adapter()
@@ -169,6 +177,7 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows.append({
                 "order": order,
                 "adapter": Path(adapter).name if adapter else None,
+                "lookup_decoding": args.lookup_decoding,
                 **{name: reading[name] for name in (*UNTRAINED, *READING)},
                 "document_tokens": tokenizer.count(text),
                 "questions": len(pairs),
@@ -217,6 +226,9 @@ def main() -> None:
     parser.add_argument("--base-model", action="store_true", help="the model as released")
     parser.add_argument("--n-ctx", type=int, default=None, help="window (default: 8192)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--lookup-decoding", action="store_true", help="as ask's --lookup-decoding (greedy calls)"
+    )
     parser.add_argument("--out", type=Path, help="also write the rows as JSON lines here")
     parser.add_argument("--traces", type=Path, help="write each run's trace to this folder")
     parser.add_argument(

@@ -127,6 +127,13 @@ def backend_options(func: Any) -> Any:
             "its own --n-ctx window: about 23 KB per token, 190 MB per call at 8192 "
             "[default: one call at a time].",
         ),
+        click.option(
+            "--lookup-decoding",
+            is_flag=True,
+            help="Embedded model, greedy calls: guess the next tokens from the text already "
+            "read and check them in one step (prompt-lookup decoding): faster where replies "
+            "copy, as memory updates do; the same replies up to llama.cpp's batched rounding.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -268,6 +275,7 @@ def backend_settings(options: dict[str, Any]) -> BackendSettings:
         adapter_scale=options.pop("adapter_scale"),
         base_model=options.pop("base_model"),
         parallel=options.pop("parallel"),
+        lookup_decoding=options.pop("lookup_decoding"),
     )
 
 

@@ -107,6 +107,7 @@ def backend_record(settings: BackendSettings) -> dict[str, Any]:
         if adapter:
             record.update(_adapter_record(adapter, settings.adapter_scale))
         record["parallel"] = settings.parallel  # batched decoding (None: one call at a time)
+        record["lookup_decoding"] = settings.lookup_decoding
     record["max_concurrency"] = settings.max_concurrency
     record["tokenizer"] = _absolute(settings.tokenizer)
     return record

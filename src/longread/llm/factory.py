@@ -40,6 +40,7 @@ class BackendSettings:
     adapter_scale: float = 1.0
     base_model: bool = False  # the bundled model without its shipped memory adapter
     parallel: int | None = None  # embedded: calls decoded together (None: one at a time)
+    lookup_decoding: bool = False  # embedded: greedy calls check drafted ids in one step
 
     def resolved_backend(self) -> str:
         """The backend that will run: "auto" decided; UsageError for settings it cannot take."""
@@ -61,6 +62,13 @@ class BackendSettings:
                 "--parallel batches calls on the embedded model; a server batches concurrent "
                 "requests itself (raise --concurrency instead)"
             )
+        if self.lookup_decoding and resolved == "openai":
+            raise UsageError(
+                "--lookup-decoding is for the embedded model; a server has its own speculative "
+                "decoding (e.g. vLLM's ngram speculator)"
+            )
+        if self.lookup_decoding and self.parallel is not None:
+            raise UsageError("--lookup-decoding works on one call at a time; drop --parallel")
         if self.adapter_scale != 1.0 and resolved == "llamacpp" and not self.applied_adapter():
             raise UsageError("--adapter-scale scales an --adapter; none was given")
         return resolved
@@ -100,6 +108,7 @@ def make_backend(settings: BackendSettings) -> LLMBackend:
         adapter_scale=settings.adapter_scale,
         base_model=settings.base_model,
         parallel=settings.parallel,
+        lookup_decoding=settings.lookup_decoding,
     )
 
 

@@ -40,6 +40,7 @@ from .llamacpp_chat import (
     spec_sampler,
     token_cap,
 )
+from .lookup_decoding import lookup_generate
 from .memory_adapter import applied_adapter
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,9 @@ class LlamaCppBackend:
         check_adapter: after loading an adapter, make sure it moved a logit and raise
             ``BackendError`` if it did not (``check_adapter_applied``). Off only for an adapter
             that is meant to change nothing (a LoRA not trained yet).
+        lookup_decoding: greedy calls (temperature 0, no penalties) guess their next ids from
+            the text already read and check several in one step (``lookup_decoding``): fewer
+            decode steps where the reply copies, as a memory update does. Serial calls only.
     """
 
     name = "llamacpp"
@@ -87,6 +91,7 @@ class LlamaCppBackend:
         base_model: bool = False,
         parallel: int | None = None,
         check_adapter: bool = True,
+        lookup_decoding: bool = False,
     ) -> None:
         if parallel is not None and not 1 <= parallel <= _MAX_PARALLEL:
             raise UsageError(f"parallel must be between 1 and {_MAX_PARALLEL}, not {parallel}")
@@ -102,6 +107,7 @@ class LlamaCppBackend:
         self._llama: Any = None
         self._lock = asyncio.Lock()
         self._parallel = parallel
+        self._lookup_decoding = lookup_decoding
         self._scheduler: BatchScheduler | None = None  # made on the first call
         self._scheduler_lock = threading.Lock()
 
@@ -198,7 +204,9 @@ class LlamaCppBackend:
         llama = self.llama  # loaded before the clock starts: seconds time the call alone
         start = time.perf_counter()
         try:
-            if params.record_tokens:
+            if self._lookup_decoding and params.temperature <= 0 and not params.penalised:
+                completion = _record_chat(llama, messages, params, lookup=True)
+            elif params.record_tokens:
                 completion = _record_chat(llama, messages, params)
             else:
                 completion = _plain_chat(llama, messages, params)
@@ -288,7 +296,9 @@ def _plain_chat(llama: Any, messages: list[Message], params: SamplingParams) -> 
 # would give.
 
 
-def _record_chat(llama: Any, messages: list[Message], params: SamplingParams) -> Completion:
+def _record_chat(
+    llama: Any, messages: list[Message], params: SamplingParams, *, lookup: bool = False
+) -> Completion:
     """A chat completion that also returns the prompt ids, the sampled ids and their logprobs.
 
     Same prompt, sampler and stopping as the plain path. ``token_ids`` end with the
@@ -296,13 +306,25 @@ def _record_chat(llama: Any, messages: list[Message], params: SamplingParams) ->
     as vLLM does); a stop string trims the text but not the ids, which are what was sampled.
     ``logprobs[i]`` is the log-softmax of the raw logits ``token_ids[i]`` was sampled from
     (temperature 1, before top-k/top-p/min-p). Raises ``ValueError`` as llama-cpp-python does
-    when the prompt does not fit the window.
+    when the prompt does not fit the window. ``lookup``: a greedy call decoded with prompt-lookup
+    drafts (``lookup_decoding``); the ids are kept only when ``record_tokens`` asks for them.
     """
     prompt = render_prompt(llama, messages, params.stop)
     max_tokens = token_cap(int(llama.n_ctx()), len(prompt.ids), params.max_tokens)
     seed_as_create_completion(llama, params.seed)
-    with spec_sampler(llama, params):
-        sampled = _sample(llama, prompt, max_tokens)
+    if lookup:
+        sampled = lookup_generate(llama, prompt, Stopping(llama, prompt, max_tokens))
+    else:
+        with spec_sampler(llama, params):
+            sampled = _sample(llama, prompt, max_tokens)
+    if lookup and not params.record_tokens:
+        return Completion(
+            text=sampled.text.decode("utf-8", errors="ignore"),
+            finish_reason=sampled.finish_reason,
+            prompt_tokens=len(prompt.ids),
+            completion_tokens=len(sampled.ids) - int(sampled.eog),  # as the plain path counts
+            seconds=0.0,
+        )
     return Completion(
         text=sampled.text.decode("utf-8", errors="ignore"),
         finish_reason=sampled.finish_reason,

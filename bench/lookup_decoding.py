@@ -1,0 +1,87 @@
+"""Prompt-lookup decoding on the embedded model: the same calls with it and without it.
+
+    .venv/bin/python bench/lookup_decoding.py RUN_DIR [RUN_DIR ...] [--calls 200] \
+        [--adapter memory] [--out bench/results/lookup_decoding.jsonl]
+
+Replays the model calls an eval run recorded in its traces (``RUN_DIR/traces/*.json``: every
+step's messages, in order, samples in name order) greedily on two backends, one with
+``lookup_decoding`` and one without, alternating which goes first. Each backend keeps its own
+KV cache across calls, as a run does. Reports, per run folder: calls, how many replies are the
+same text, decoded tokens, and the seconds of each path (whole calls, prefill included). Each
+call's budget is the run's (``memory_tokens``; ``final_tokens`` for the final answer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from pathlib import Path
+
+from longread.llm.base import SamplingParams
+from longread.llm.llamacpp import LlamaCppBackend
+
+
+def recorded_calls(run: Path, limit: int) -> list[tuple[list[dict], int]]:
+    """Up to ``limit`` (messages, max_tokens) pairs from the run's traces, in order."""
+    config = json.loads((run / "config.json").read_text())["agent_config"]
+    calls = []
+    for trace in sorted((run / "traces").glob("*.json")):
+        for step in json.loads(trace.read_text())["steps"]:
+            if not step.get("messages"):
+                continue
+            budget = config["final_tokens"] if step["kind"] == "final" else config["memory_tokens"]
+            calls.append((step["messages"], int(budget)))
+            if len(calls) == limit:
+                return calls
+    return calls
+
+
+async def replay(run: Path, args: argparse.Namespace) -> dict:
+    plain = LlamaCppBackend(adapter=args.adapter)
+    lookup = LlamaCppBackend(adapter=args.adapter, lookup_decoding=True)
+    totals = {"plain": 0.0, "lookup": 0.0}
+    same = tokens = 0
+    calls = recorded_calls(run, args.calls)
+    for index, (messages, budget) in enumerate(calls):
+        params = SamplingParams(max_tokens=budget, temperature=0.0)
+        replies = {}
+        order = (("plain", plain), ("lookup", lookup))
+        for name, backend in order if index % 2 == 0 else order[::-1]:
+            start = time.perf_counter()
+            replies[name] = await backend.chat(messages, params)
+            totals[name] += time.perf_counter() - start
+        same += replies["plain"].text == replies["lookup"].text
+        tokens += replies["plain"].completion_tokens
+    await plain.aclose()
+    await lookup.aclose()
+    return {
+        "run": run.name,
+        "adapter": args.adapter,
+        "calls": len(calls),
+        "same_replies": same,
+        "decoded_tokens": tokens,
+        "plain_seconds": round(totals["plain"], 2),
+        "lookup_seconds": round(totals["lookup"], 2),
+        "speedup": round(totals["plain"] / max(totals["lookup"], 1e-9), 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="eval run folders with traces")
+    parser.add_argument("--calls", type=int, default=200, help="calls replayed per run")
+    parser.add_argument("--adapter", default="memory", help="LoRA adapter (default: shipped)")
+    parser.add_argument("--out", type=Path, help="append one JSON row per run here")
+    args = parser.parse_args()
+    for run in args.runs:
+        row = asyncio.run(replay(run, args))
+        print(json.dumps(row))
+        if args.out:
+            with args.out.open("a") as out:
+                out.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
