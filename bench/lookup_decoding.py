@@ -2,6 +2,10 @@
 
     .venv/bin/python bench/lookup_decoding.py RUN_DIR [RUN_DIR ...] [--calls 200] \
         [--adapter memory] [--out bench/results/lookup_decoding.jsonl]
+    .venv/bin/python bench/lookup_decoding.py --step-costs
+
+``--step-costs`` prints what one ``llama_decode`` of k ids costs behind a 1,200-token context
+(median of 8), the price of checking a draft of k - 1 ids.
 
 Replays the model calls an eval run recorded in its traces (``RUN_DIR/traces/*.json``: every
 step's messages, in order, samples in name order) greedily on two backends, one with
@@ -68,13 +72,37 @@ async def replay(run: Path, args: argparse.Namespace) -> dict:
     }
 
 
+def step_costs() -> None:
+    """Median milliseconds of one decode step of k ids at a 1,200-token context."""
+    import statistics
+
+    from longread.llm.lookup_decoding import _decode_all_logits, _keep
+
+    llama = LlamaCppBackend().llama
+    ids = llama.tokenize(b"The lesson of the lantern is simple. " * 150, add_bos=True)[:1200]
+    llama.reset()
+    llama.eval(ids)
+    for k in (1, 2, 4, 8, 11, 16):
+        seconds = []
+        for _ in range(8):
+            start = llama.n_tokens
+            began = time.perf_counter()
+            _decode_all_logits(llama, ids[100 : 100 + k], start)
+            seconds.append(time.perf_counter() - began)
+            _keep(llama, start)
+        print(json.dumps({"ids": k, "ms": round(1000 * statistics.median(seconds), 1)}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="eval run folders with traces")
+    parser.add_argument("runs", nargs="*", type=Path, help="eval run folders with traces")
+    parser.add_argument("--step-costs", action="store_true", help="time decode steps of k ids")
     parser.add_argument("--calls", type=int, default=200, help="calls replayed per run")
     parser.add_argument("--adapter", default="memory", help="LoRA adapter (default: shipped)")
     parser.add_argument("--out", type=Path, help="append one JSON row per run here")
     args = parser.parse_args()
+    if args.step_costs:
+        step_costs()
     for run in args.runs:
         row = asyncio.run(replay(run, args))
         print(json.dumps(row))
