@@ -50,6 +50,13 @@ def test_the_draft_stops_at_the_end_of_the_history() -> None:
 # -- settings ------------------------------------------------------------------------------
 
 
+def test_a_run_config_records_lookup_decoding() -> None:
+    from longread.eval.provenance import backend_record
+
+    assert backend_record(BackendSettings(lookup_decoding=True))["lookup_decoding"] is True
+    assert backend_record(BackendSettings())["lookup_decoding"] is False
+
+
 def test_lookup_decoding_is_refused_for_a_server_and_for_batched_calls() -> None:
     with pytest.raises(UsageError, match="embedded model"):
         BackendSettings(base_url="http://127.0.0.1:1/v1", lookup_decoding=True).resolved_backend()
