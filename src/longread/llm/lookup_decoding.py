@@ -84,13 +84,18 @@ def lookup_generate(
     history = list(prompt.ids)
     row = -1  # the output row of the last decode that predicts the next id
     criteria = prompt.stopping_criteria
-    while True:
+
+    def take(token: int, row: int) -> Sampled | None:
+        """Take the id output ``row`` chose; the finished generation if it ends here."""
         logits = row_logits(llama.ctx, row, n_vocab)
-        token = int(np.argmax(logits))
         if criteria is not None and criteria(np.asarray(history, dtype=np.intc), logits):
             return rules.ran_dry()  # as generate() returns before yielding the id
-        done = rules.add(token, sampled_logprob(llama.ctx, row, n_vocab, token))
         history.append(token)
+        return rules.add(token, sampled_logprob(llama.ctx, row, n_vocab, token))
+
+    while True:
+        token = int(np.argmax(row_logits(llama.ctx, row, n_vocab)))
+        done = take(token, row)
         if done is not None:
             return done
         guess = propose(history, max_ngram=max_ngram, draft=draft)
@@ -99,18 +104,13 @@ def lookup_generate(
         _decode_all_logits(llama, [token, *guess], start)
         kept = 0
         for kept_row, drafted in enumerate(guess):
-            logits = row_logits(llama.ctx, kept_row, n_vocab)
-            if int(np.argmax(logits)) != drafted:
+            if int(np.argmax(row_logits(llama.ctx, kept_row, n_vocab))) != drafted:
                 break
-            if criteria is not None and criteria(np.asarray(history, dtype=np.intc), logits):
-                _keep(llama, start + 1 + kept)
-                return rules.ran_dry()
-            done = rules.add(drafted, sampled_logprob(llama.ctx, kept_row, n_vocab, drafted))
-            history.append(drafted)
-            kept += 1
+            done = take(drafted, kept_row)
             if done is not None:
-                _keep(llama, start + 1 + kept)
+                _keep(llama, start + 2 + kept)  # the cells up to this drafted id hold true ids
                 return done
+            kept += 1
         _keep(llama, start + 1 + kept)
         row = kept
 
