@@ -11,7 +11,14 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from longread.agents.memagent import EARLIER_REREAD_RULES, NO_MEMORY, MemAgent, MemAgentConfig
-from longread.citations.focus import asks, focus_sentences, lost_notes, notes_about, restates
+from longread.citations.focus import (
+    Restating,
+    asks,
+    focus_sentences,
+    lost_notes,
+    notes_about,
+    restates,
+)
 from longread.llm.base import Message
 from longread.text.chunking import Chunk
 from longread.trace import (
@@ -53,12 +60,18 @@ def test_a_sentence_answering_one_part_of_a_long_question_is_not_shown():
 
 
 def test_notes_about_the_question_share_one_of_its_terms():
-    assert restates(NEEDLE, QUESTION) and not restates(DECOY, QUESTION)
-    assert lost_notes(NEEDLE, DECOY, QUESTION)  # the needle given up for a note on "number"
-    assert not lost_notes(NEEDLE, DECOY, QUESTION, keep_share=0)  # stop 53's rule
-    assert not lost_notes(NEEDLE, f"{NEEDLE}\n{DECOY}", QUESTION)  # the needle still there
+    assert restates(NEEDLE, Restating(QUESTION)) and not restates(DECOY, Restating(QUESTION))
+    assert lost_notes(
+        NEEDLE, DECOY, Restating(QUESTION)
+    )  # the needle given up for a note on "number"
+    assert not lost_notes(NEEDLE, DECOY, Restating(QUESTION, least_share=0))  # stop 53's rule
+    assert not lost_notes(
+        NEEDLE, f"{NEEDLE}\n{DECOY}", Restating(QUESTION)
+    )  # the needle still there
     # a note sharing one term is not kept (filler sharing a key's word would be), as it was
-    assert not lost_notes(DECOY, PROSE, QUESTION) and lost_notes(DECOY, PROSE, QUESTION, 0)
+    assert not lost_notes(DECOY, PROSE, Restating(QUESTION)) and lost_notes(
+        DECOY, PROSE, Restating(QUESTION, least_share=0)
+    )
     assert notes_about(NEEDLE, QUESTION)
     assert not notes_about(PROSE, QUESTION)
     assert not notes_about(NO_MEMORY, QUESTION)
@@ -242,7 +255,7 @@ async def test_a_reread_note_rewording_the_needle_it_was_shown_is_not_cut_as_mad
     far for the fuzzy alignment, grounded notes cut it, and the answer is a guess. Traced to
     the needle, it is kept as a note restating the question when prose is copied over it
     later (the note alone shares 2 of the question's 8 terms)."""
-    assert not restates(REWORDED, LOCKER_QUESTION)
+    assert not restates(REWORDED, Restating(LOCKER_QUESTION))
     lost = await run_locker(locker_reading(PROSE, REWORDED), **STOP54)
     assert lost.answer == "10" and NOTES_UNGROUNDED in lost.steps[2].flags
     run = await run_locker(locker_reading(PROSE, REWORDED))
@@ -272,7 +285,7 @@ async def test_prose_sharing_one_word_of_the_question_does_not_stop_a_reread():
     needle's section; it is about the question by one term, so stop 54's rule reread
     nothing."""
     assert notes_about(MUST_PROSE, LOCKER_QUESTION)
-    assert not restates(MUST_PROSE, LOCKER_QUESTION)
+    assert not restates(MUST_PROSE, Restating(LOCKER_QUESTION))
     lost = await run_locker(locker_reading(MUST_PROSE, LOCKER_NEEDLE), **STOP54)
     assert lost.answer == "10" and not any(FOCUSED_REREAD in s.flags for s in lost.steps)
     backend = locker_reading(MUST_PROSE, LOCKER_NEEDLE)
@@ -340,9 +353,11 @@ async def test_a_reread_that_still_records_no_answer_keeps_the_sentence_it_was_s
 
 
 def test_a_question_written_back_does_not_restate_it():
-    assert restates(ECHO, GREENHOUSE_QUESTION)  # every term: stop 55's rule counted it
-    assert not restates(ECHO, GREENHOUSE_QUESTION, skip_questions=True)
-    assert restates(f"{ECHO}\n{GREENHOUSE_NEEDLE}", GREENHOUSE_QUESTION, skip_questions=True)
+    assert restates(ECHO, Restating(GREENHOUSE_QUESTION))  # every term: stop 55's rule counted it
+    assert not restates(ECHO, Restating(GREENHOUSE_QUESTION, skip_questions=True))
+    assert restates(
+        f"{ECHO}\n{GREENHOUSE_NEEDLE}", Restating(GREENHOUSE_QUESTION, skip_questions=True)
+    )
     assert asks(ECHO) and not asks(GREENHOUSE_NEEDLE)
 
 

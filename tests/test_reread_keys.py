@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from longread.agents.memagent import NO_MEMORY, MemAgent, MemAgentConfig
-from longread.citations.focus import focus_sentences, key_terms, lost_notes, restates
+from longread.citations.focus import Restating, focus_sentences, key_terms, lost_notes, restates
 from longread.llm.base import Message
 from longread.trace import FOCUSED_REREAD, NOTES_RESTORED, NOTES_UNGROUNDED
 
@@ -37,16 +37,16 @@ def test_the_key_is_what_sets_the_questions_needle_apart_from_other_keys_needles
 
 def test_another_keys_needle_does_not_restate_the_question_once_the_key_is_known():
     key = frozenset({"dune"})
-    assert restates(BIRCH, QUESTION)  # stop 57's rule: 3 of 4 terms
-    assert not restates(BIRCH, QUESTION, key=key)
-    assert restates(DUNE, QUESTION, key=key)
+    assert restates(BIRCH, Restating(QUESTION))  # stop 57's rule: 3 of 4 terms
+    assert not restates(BIRCH, Restating(QUESTION, key=key))
+    assert restates(DUNE, Restating(QUESTION, key=key))
     assert focus_sentences(f"{FILLER} {BIRCH}", QUESTION) == [BIRCH]
     assert focus_sentences(f"{FILLER} {BIRCH}", QUESTION, key=key) == []
     assert focus_sentences(f"{BIRCH} {DUNE}", QUESTION, key=key) == [DUNE]
     # an update dropping amber's needle gave up nothing about dune
-    assert lost_notes(AMBER, NO_MEMORY, QUESTION)
-    assert not lost_notes(AMBER, NO_MEMORY, QUESTION, key=key)
-    assert lost_notes(DUNE, NO_MEMORY, QUESTION, key=key)
+    assert lost_notes(AMBER, NO_MEMORY, Restating(QUESTION))
+    assert not lost_notes(AMBER, NO_MEMORY, Restating(QUESTION, key=key))
+    assert lost_notes(DUNE, NO_MEMORY, Restating(QUESTION, key=key))
 
 
 def update_parts(prompt: str) -> tuple[str, str]:

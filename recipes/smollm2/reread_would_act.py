@@ -28,7 +28,7 @@ from pathlib import Path
 
 from longread.agents.memagent import NO_MEMORY, MemAgentConfig, missed_question
 from longread.citations.align import note_key
-from longread.citations.focus import focus_sentences, lost_notes, restates
+from longread.citations.focus import Restating, focus_sentences, lost_notes, restates
 from longread.trace import FOCUSED_REREAD, Run
 
 
@@ -46,18 +46,17 @@ def acts(run: Run, config: MemAgentConfig) -> list[str]:
     note of the same words (the run's provenance, less its fuzzy inheritance)."""
     before, found, quotes = NO_MEMORY, [], {}
     cited = (lambda note: quotes.get(note_key(note))) if config.reread_cites else None
+    rule = Restating(run.question, config.keep_notes_share, cited, config.reread_quotes)
     for step in run.steps:
         quotes.update({note_key(span.line): span.quote for span in step.sources or []})
         if step.kind != "update" or FOCUSED_REREAD in step.flags:
             continue
         step.memory = after = step.memory or before
-        if missed_question(config, run.question, before, step, cited):
+        if missed_question(config, rule, before, step):
             section = section_of(step.messages[-1]["content"])
             if focus_sentences(section, run.question, least_share=config.reread_least_share):
                 found.append(f"reread at step {step.step}")
-            elif lost_notes(
-                before, after, run.question, config.keep_notes_share, cited, config.reread_quotes
-            ):
+            elif lost_notes(before, after, rule):
                 found.append(f"restore at step {step.step}")
         before = after
     return found
@@ -75,7 +74,7 @@ def would_quote(run: Run, config: MemAgentConfig) -> list[str]:
         if FOCUSED_REREAD not in step.flags:
             continue
         memory = step.memory or NO_MEMORY
-        if not restates(memory, run.question, config.keep_notes_share, cited, True):
+        if not restates(memory, Restating(run.question, config.keep_notes_share, cited, True)):
             found.append(f"quote at step {step.step}")
     return found
 

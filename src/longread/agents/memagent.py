@@ -18,6 +18,7 @@ from ..citations.copies import exact_answer_copy, exact_copies
 from ..citations.focus import (
     LEAST_SHARE,
     Cited,
+    Restating,
     asks,
     focus_sentences,
     key_terms,
@@ -397,36 +398,31 @@ async def update_and_probe(
     return new_memory, calls
 
 
-def missed_question(
-    config: MemAgentConfig,
-    question: str,
-    memory: str,
-    update: Step,
-    cited: Cited | None = None,
-    key: frozenset[str] = frozenset(),
-) -> bool:
-    """Whether ``update``, read onto ``memory``, left no note about ``question`` (with
-    ``reread_unrestated``: none restating it) or gave up a note restating it
-    (``lost_notes``): where ``focused_reread`` acts. An exit never. ``cited``: the sentence
-    each note was traced to, with ``reread_cites``; ``key``: the question's key
-    (``question_key``)."""
+def missed_question(config: MemAgentConfig, rule: Restating, memory: str, update: Step) -> bool:
+    """Whether ``update``, read onto ``memory``, left no note about the question (with
+    ``reread_unrestated``: none restating it by ``rule``) or gave up a note restating it
+    (``lost_notes``): where ``focused_reread`` acts. An exit never."""
     after = update.memory or NO_MEMORY
     if GATE_EXIT in update.flags:
         return False
-    share, asked = config.keep_notes_share, config.reread_quotes
-    if config.reread_unrestated and not restates(after, question, share, cited, asked, key):
+    if config.reread_unrestated and not restates(after, rule):
         return True
-    return not notes_about(after, question) or lost_notes(
-        memory, after, question, share, cited, asked, key
-    )
+    return not notes_about(after, rule.question) or lost_notes(memory, after, rule)
 
 
-def cited_quotes(ctx: CallContext, config: MemAgentConfig) -> Cited | None:
-    """With ``reread_cites``, the text each note was traced to in this run (None when it
-    was not traced)."""
-    if not config.reread_cites:
-        return None
-    return lambda note: span.quote if (span := ctx.provenance.span_of(note)) else None
+def restating(
+    ctx: CallContext, config: MemAgentConfig, question: str, key: frozenset[str] = frozenset()
+) -> Restating:
+    """When a note restates ``question`` in this run: ``keep_notes_share`` of its terms and
+    the question's ``key`` (``question_key``); with ``reread_cites``, a note's cited sentence
+    counts too (the text each note was traced to); with ``reread_quotes``, a question never
+    counts."""
+
+    def cited(note: str) -> str | None:
+        return span.quote if (span := ctx.provenance.span_of(note)) else None
+
+    quotes: Cited | None = cited if config.reread_cites else None
+    return Restating(question, config.keep_notes_share, quotes, config.reread_quotes, key)
 
 
 async def focused_reread(
@@ -450,22 +446,22 @@ async def focused_reread(
     notes do not restate the question either gets the sentences it was shown at the head of
     its memory (``quote_focus``). With a ``key`` (``question_key``), only sentences and
     notes that hold it restate the question. The added calls."""
-    cited = cited_quotes(ctx, config)
-    if not missed_question(config, question, memory, update, cited, key):
+    rule = restating(ctx, config, question, key)
+    if not missed_question(config, rule, memory, update):
         return []
     calls: list[Step] = []
-    share, asked = config.keep_notes_share, config.reread_quotes
     focus = focus_sentences(chunk.text, question, least_share=config.reread_least_share, key=key)
     if focus:
         second = await update_step(
             ctx, config, question, memory, chunk, step, phase, reread, shown=focus, key=key
         )
         second.flags.append(FOCUSED_REREAD)
-        if asked and not restates(second.memory or NO_MEMORY, question, share, cited, True, key):
+        # with reread_quotes, the rule already skips a note that is a question
+        if config.reread_quotes and not restates(second.memory or NO_MEMORY, rule):
             await quote_focus(ctx, config, question, chunk, second, focus)
         calls.append(second)
     last = calls[-1] if calls else update
-    if lost_notes(memory, last.memory or NO_MEMORY, question, share, cited, asked, key):
+    if lost_notes(memory, last.memory or NO_MEMORY, rule):
         last.memory = memory
         last.flags.append(NOTES_RESTORED)
     return calls

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from .align import split_notes, words
 from .evidence import question_terms
@@ -104,31 +105,35 @@ def key_terms(
 Cited = Callable[[str], str | None]
 
 
-def restates(
-    memory: str,
-    question: str,
-    least_share: float = LEAST_SHARE,
-    cited: Cited | None = None,
-    skip_questions: bool = False,
-    key: frozenset[str] = frozenset(),
-) -> bool:
-    """Whether a note of ``memory`` holds at least ``least_share`` of ``question``'s terms
-    (and at least two) and every ``key`` term (``key_terms``): a copied needle restates its
-    question, another key's needle does not. With ``cited``, a note
-    whose cited sentence does counts too: the adapter rewords a needle it was shown
-    ("To turn the dial to N, you must turn it to N."), dropping the key, and still records
-    it. With ``skip_questions``, a note that is a question (``asks``) never counts: the
-    adapter shown a needle sometimes writes the question back, which holds every term and
-    no answer."""
-    terms = question_terms(question)
-    least = least_terms(terms, least_share)
+@dataclass(frozen=True)
+class Restating:
+    """What makes a note restate ``question`` (``restates``, ``lost_notes``): it holds at
+    least ``least_share`` of the question's terms (and at least two) and every ``key`` term
+    (``key_terms``): a copied needle restates its question, another key's needle does not.
+    With ``cited``, a note whose cited sentence does counts too: the adapter rewords a needle
+    it was shown ("To turn the dial to N, you must turn it to N."), dropping the key, and
+    still records it. With ``skip_questions``, a note that is a question (``asks``) never
+    counts: the adapter shown a needle sometimes writes the question back, which holds every
+    term and no answer."""
+
+    question: str
+    least_share: float = LEAST_SHARE
+    cited: Cited | None = None
+    skip_questions: bool = False
+    key: frozenset[str] = frozenset()
+
+
+def restates(memory: str, rule: Restating) -> bool:
+    """Whether a note of ``memory`` restates ``rule.question`` (see ``Restating``)."""
+    terms = question_terms(rule.question)
+    least = least_terms(terms, rule.least_share)
 
     def holds(note: str) -> bool:
-        if skip_questions and asks(note):
+        if rule.skip_questions and asks(note):
             return False
-        quote = cited(note) if cited is not None else None
+        quote = rule.cited(note) if rule.cited is not None else None
         return any(
-            len(terms & (held := words(text))) >= least and key <= held
+            len(terms & (held := words(text))) >= least and rule.key <= held
             for text in (note, quote or "")
         )
 
@@ -140,27 +145,17 @@ def asks(note: str) -> bool:
     return note.rstrip().endswith("?")
 
 
-def lost_notes(
-    before: str,
-    after: str,
-    question: str,
-    keep_share: float = LEAST_SHARE,
-    cited: Cited | None = None,
-    skip_questions: bool = False,
-    key: frozenset[str] = frozenset(),
-) -> bool:
-    """Whether the memory ``after`` gave up notes about ``question`` that ``before`` held:
-    ``before`` restated the question (``keep_share`` of its terms) and ``after`` does not.
-    With ``keep_share`` 0 (stop 53's rule): ``before`` held a note about the question (one
+def lost_notes(before: str, after: str, rule: Restating) -> bool:
+    """Whether the memory ``after`` gave up notes about ``rule.question`` that ``before``
+    held: ``before`` restated the question (``restates``) and ``after`` does not. With
+    ``rule.least_share`` 0 (stop 53's rule): ``before`` held a note about the question (one
     shared term) and ``after`` none. One term is too weak both ways: filler that shares a
     key's word ("feather" for lively-feather) is then kept against focused notes clearing it
-    (RULER's 32K and 64K samples), and prose sharing "number" replaces a noted needle.
-    ``cited``, ``skip_questions`` and ``key``: as for ``restates``."""
-    if keep_share <= 0:
+    (RULER's 32K and 64K samples), and prose sharing "number" replaces a noted needle."""
+    if rule.least_share <= 0:
+        question = rule.question
         return notes_about(before, question) and not notes_about(after, question)
-    return restates(before, question, keep_share, cited, skip_questions, key) and not restates(
-        after, question, keep_share, cited, skip_questions, key
-    )
+    return restates(before, rule) and not restates(after, rule)
 
 
 def notes_about(memory: str, question: str) -> bool:
