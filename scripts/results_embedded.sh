@@ -208,11 +208,19 @@ fi
 for stage in ${STAGES:-}; do memory_cells "$stage" "${STAGE_HOW:-}"; done
 # Issue 28: the three memory agents on reversed two-hop chains and their forward control, 8K
 # (CELLS=agents); the model as released first: the floor a trained agent must beat
+# AGENT_STAGES="memreread:sft28r rememr1:sft28m": an agent with a recipe stage's adapter
+# (recipes/smollm2/runs/STAGE/adapter.gguf), run first, on reversed chains and on
+# niah_single_2 (the targets: 20 points above memagent's shipped default on the chains, no
+# worse on the needles), with that default's own cells before them
 if want agents; then
+  cell memagent adapter chains_reversed 8192
+  for agent_stage in ${AGENT_STAGES:-}; do
+    cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed 8192
+    cell "${agent_stage%%:*}" "${agent_stage#*:}" ruler_niah_single_2 8192
+  done
   for set in chains_reversed chains_forward; do
     for agent in memagent memreread rememr1; do cell "$agent" base "$set" 8192; done
   done
-  cell memagent adapter chains_reversed 8192
 fi
 # Issue 26, target 6 (CELLS=multikey): other keys' needles share the question's frame; the
 # shipped reading knows the question's key since stop 58 (question_keys), stop 57's rule did not
