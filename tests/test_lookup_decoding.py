@@ -97,18 +97,21 @@ def chat(backend: LlamaCppBackend, messages: list[Message] = COPY, **params: Any
     return asyncio.run(backend.chat(messages, SamplingParams(**params)))
 
 
-def decode_steps(backend: LlamaCppBackend, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The number of ids in each ``llama_decode`` step of the backend's context from now on."""
+@pytest.fixture
+def steps(backend: LlamaCppBackend, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of ids in each ``llama_decode`` step of the backend's context from now on,
+    its cache emptied first (each test's calls start from nothing)."""
     llama = backend.llama
-    steps: list[int] = []
+    llama.reset()
+    counts: list[int] = []
     decode = llama._ctx.decode
 
     def counted(batch: Any) -> None:
-        steps.append(batch.n_tokens())
+        counts.append(batch.n_tokens())
         decode(batch)
 
     monkeypatch.setattr(llama._ctx, "decode", counted)
-    return steps
+    return counts
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -134,10 +137,8 @@ def reference_rows(model_path: Any, prompt: list[int], reply: list[int]) -> np.n
 
 @pytest.mark.model
 def test_a_copying_reply_takes_fewer_steps_than_ids(
-    backend: LlamaCppBackend, monkeypatch: pytest.MonkeyPatch
+    backend: LlamaCppBackend, steps: list[int]
 ) -> None:
-    backend.llama.reset()
-    steps = decode_steps(backend, monkeypatch)
     reply = chat(backend)
     assert "forty-two ships before the morning came" in reply.text  # it did copy
     # The prompt is one step (it fits one n_batch); the reply took far fewer steps than ids.
@@ -146,10 +147,8 @@ def test_a_copying_reply_takes_fewer_steps_than_ids(
 
 @pytest.mark.model
 def test_a_reply_with_cut_drafts_is_the_greedy_one(
-    backend: LlamaCppBackend, monkeypatch: pytest.MonkeyPatch
+    backend: LlamaCppBackend, steps: list[int]
 ) -> None:
-    backend.llama.reset()
-    steps = decode_steps(backend, monkeypatch)
     reply = chat(backend, ANSWER, record_tokens=True)
     assert reply.prompt_ids is not None and reply.token_ids is not None
     assert reply.logprobs is not None
@@ -186,11 +185,7 @@ def test_the_cache_record_holds_what_was_kept(backend: LlamaCppBackend) -> None:
 
 
 @pytest.mark.model
-def test_sampled_calls_decode_one_id_a_step(
-    backend: LlamaCppBackend, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    backend.llama.reset()
-    steps = decode_steps(backend, monkeypatch)
+def test_sampled_calls_decode_one_id_a_step(backend: LlamaCppBackend, steps: list[int]) -> None:
     sampled = chat(backend, temperature=1.0, seed=3, max_tokens=16)
     # The plain path: the prompt's step(s), then one step per id after the first.
     assert len(steps) >= sampled.completion_tokens
