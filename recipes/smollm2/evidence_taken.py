@@ -29,6 +29,12 @@ TAKEN_SHARE = 0.6  # the share of an evidence sentence's words the notes must ho
 PREFIX = 60  # an evidence sentence is in a section when its first characters are
 
 
+def holds_evidence(text: str | None, sentences: list[str]) -> bool:
+    """Whether ``text`` holds most of the words (``TAKEN_SHARE``) of one of ``sentences``."""
+    notes = words(text or "")
+    return any(len(words(s) & notes) >= TAKEN_SHARE * len(words(s)) for s in sentences)
+
+
 def taken(run_dir: Path, evidence: dict[str, list[str]]) -> tuple[int, int]:
     """The run's first-read updates whose section held evidence, and those whose notes took
     some of it in."""
@@ -42,9 +48,8 @@ def taken(run_dir: Path, evidence: dict[str, list[str]]) -> tuple[int, int]:
             inside = [s for s in evidence.get(run.sample_id, []) if s[:PREFIX] in section]
             if not inside:
                 continue
-            notes = words(step.memory or "")
             seen += 1
-            took += any(len(words(s) & notes) >= TAKEN_SHARE * len(words(s)) for s in inside)
+            took += holds_evidence(step.memory, inside)
     return seen, took
 
 

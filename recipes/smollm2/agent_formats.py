@@ -1,0 +1,89 @@
+"""What ReMemR1's and MemReread's runs did with their formats, over eval runs (issue 28).
+
+    .venv/bin/python recipes/smollm2/agent_formats.py DATA RUN [RUN ...]
+
+For every traced sample of each `eval run` folder over the samples of DATA (the run's `--data`
+file), as the issue's targets ask:
+
+- **well formed**: of the calls whose reply has a format to follow (ReMemR1's updates, with
+  `<update>` and an optional `<recall>`; MemReread's decisions, `<stop/>` or a sub-question),
+  those the agent did not flag `format_error`;
+- **rememr1**: the calls that asked a recall, and those whose recalled memory held a gold
+  evidence sentence (most of its words, as `evidence_taken.py` counts): a recall that brought
+  back the needed fact, e.g. a reversed chain's code;
+- **memreread**: the samples whose decision asked a sub-question, and the rereads whose notes
+  took in an evidence sentence;
+- **right**: the run's headline metric, as `longread eval compare` counts it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+from evidence_taken import holds_evidence  # this folder's: most of an evidence sentence
+
+from longread.data.evidence import evidence_sentences
+from longread.data.loaders import load_samples
+from longread.eval.compare import is_right
+from longread.eval.store import DONE, RunStore
+from longread.trace import FORMAT_ERROR, Run
+
+# The calls whose reply follows an agent's own format.
+FORMATTED = {"rememr1": "update", "memreread": "decide"}
+
+
+def count(run_dir: Path, evidence: dict[str, list[str]]) -> Counter[str]:
+    """The run's counts (see the module docstring) over its finished, traced samples."""
+    with RunStore(run_dir) as store:
+        right = {r.sample_id: is_right(r, "headline") for r in store.results() if r.status == DONE}
+    out: Counter[str] = Counter()
+    for trace in sorted((run_dir / "traces").glob("*.json")):
+        run = Run.load(trace)
+        if run.sample_id not in right:
+            continue
+        gold = evidence.get(run.sample_id or "", [])
+        out["samples"] += 1
+        out["right"] += right[run.sample_id]
+        kind = FORMATTED.get(run.agent)
+        for step in run.steps:
+            if step.kind == kind:
+                out["formatted"] += 1
+                out["well_formed"] += FORMAT_ERROR not in step.flags
+            if step.recall is not None:
+                out["recalls"] += 1
+                out["recalls_found"] += holds_evidence(step.recall.memory, gold)
+            if step.reread is not None and step.kind == "update":
+                out["reread_updates"] += 1
+                out["reread_found"] += holds_evidence(step.memory, gold)
+        out["asked"] += any(step.reread is not None for step in run.steps)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", type=Path, help="the runs' --data file")
+    parser.add_argument("runs", nargs="+", type=Path)
+    args = parser.parse_args()
+    evidence = {s.id: evidence_sentences(s) for s in load_samples(args.data)}
+    print(
+        "| run | right | well formed | recalls (fact back) | samples rereading "
+        "| reread updates (fact taken) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for run_dir in args.runs:
+        if not (run_dir / "config.json").is_file():
+            sys.exit(f"agent_formats.py: {run_dir} is not an eval run folder (no config.json)")
+        c = count(run_dir, evidence)
+        formed = f"{c['well_formed']}/{c['formatted']}" if c["formatted"] else "-"
+        print(
+            f"| {run_dir.name} | {c['right']}/{c['samples']} | {formed} "
+            f"| {c['recalls']} ({c['recalls_found']}) | {c['asked']}/{c['samples']} "
+            f"| {c['reread_updates']} ({c['reread_found']}) |"
+        )
+
+
+if __name__ == "__main__":
+    main()
