@@ -18,15 +18,12 @@ file), as the issue's targets ask:
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
 from pathlib import Path
 
-from evidence_taken import holds_evidence  # this folder's: most of an evidence sentence
+from evidence_taken import evidence_and_runs, holds_evidence  # this folder's
 
-from longread.data.evidence import evidence_sentences
-from longread.data.loaders import load_samples
 from longread.eval.compare import is_right
 from longread.eval.store import DONE, RunStore
 from longread.trace import FORMAT_ERROR, Run
@@ -63,17 +60,13 @@ def count(run_dir: Path, evidence: dict[str, list[str]]) -> Counter[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data", type=Path, help="the runs' --data file")
-    parser.add_argument("runs", nargs="+", type=Path)
-    args = parser.parse_args()
-    evidence = {s.id: evidence_sentences(s) for s in load_samples(args.data)}
+    evidence, runs = evidence_and_runs(__doc__.splitlines()[0])
     print(
         "| run | right | well formed | recalls (fact back) | samples rereading "
         "| reread updates (fact taken) |"
     )
     print("|---|---:|---:|---:|---:|---:|")
-    for run_dir in args.runs:
+    for run_dir in runs:
         if not (run_dir / "config.json").is_file():
             sys.exit(f"agent_formats.py: {run_dir} is not an eval run folder (no config.json)")
         c = count(run_dir, evidence)

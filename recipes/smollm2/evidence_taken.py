@@ -53,15 +53,20 @@ def taken(run_dir: Path, evidence: dict[str, list[str]]) -> tuple[int, int]:
     return seen, took
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def evidence_and_runs(description: str) -> tuple[dict[str, list[str]], list[Path]]:
+    """The command line's DATA RUN [RUN ...]: each sample's evidence sentences, and the runs."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("data", type=Path, help="the runs' --data file")
     parser.add_argument("runs", nargs="+", type=Path)
     args = parser.parse_args()
-    evidence = {s.id: evidence_sentences(s) for s in load_samples(args.data)}
+    return {s.id: evidence_sentences(s) for s in load_samples(args.data)}, args.runs
+
+
+def main() -> None:
+    evidence, runs = evidence_and_runs(__doc__.splitlines()[0])
     print("| run | updates at evidence | evidence taken in |")
     print("|---|---:|---:|")
-    for run_dir in args.runs:
+    for run_dir in runs:
         if not (run_dir / "traces").is_dir():
             sys.exit(f"evidence_taken.py: {run_dir} has no traces/ (not an eval run folder)")
         seen, took = taken(run_dir, evidence)
