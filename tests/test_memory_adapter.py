@@ -155,3 +155,15 @@ def test_reports_name_shipped_adapters_by_their_recipe_stage(
         "memagent + my-lora",
         "memagent + sft2a",
     ]
+
+
+def test_reports_keep_lookup_decoding_runs_apart(tmp_path: Path) -> None:
+    """A run with lookup decoding may flip near-ties, so its samples never pool with the
+    plain run's in one row, though the agent's settings are the same."""
+    from longread.eval.report import agent_labels
+
+    def run(lookup: bool) -> tuple[Path, dict]:
+        backend = {"lookup_decoding": lookup}
+        return tmp_path, {"agent": "memagent", "agent_config": {}, "backend": backend}
+
+    assert agent_labels([run(False), run(True)]) == ["memagent", "memagent + lookup decoding"]

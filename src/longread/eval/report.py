@@ -316,7 +316,14 @@ def _differing(configs: list[Any], config: Any) -> str:
 
 
 def _model_agent(config: dict[str, Any]) -> str:
+    """The agent and its model: the adapter (``_adapter_name``), and lookup decoding, which
+    may flip a near-tie and so is a run of its own (a backend setting, not the agent's)."""
     backend = config.get("backend") or {}
+    name = _adapter_name(config, backend)
+    return f"{name} + lookup decoding" if backend.get("lookup_decoding") else name
+
+
+def _adapter_name(config: dict[str, Any], backend: dict[str, Any]) -> str:
     adapter = backend.get("adapter")
     if not adapter:
         return str(config["agent"])
