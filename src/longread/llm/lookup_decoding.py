@@ -85,34 +85,34 @@ def lookup_generate(
     row = -1  # the output row of the last decode that predicts the next id
     criteria = prompt.stopping_criteria
 
-    def take(token: int, row: int) -> Sampled | None:
-        """Take the id output ``row`` chose; the finished generation if it ends here."""
-        logits = row_logits(llama.ctx, row, n_vocab)
+    def take(token: int, row: int, logits: Any) -> Sampled | None:
+        """Take the id output ``row`` chose (its ``logits``); the finished generation if it
+        ends here."""
         if criteria is not None and criteria(np.asarray(history, dtype=np.intc), logits):
             return rules.ran_dry()  # as generate() returns before yielding the id
         history.append(token)
         return rules.add(token, sampled_logprob(llama.ctx, row, n_vocab, token))
 
     while True:
-        token = int(np.argmax(row_logits(llama.ctx, row, n_vocab)))
-        done = take(token, row)
-        if done is not None:
+        logits = row_logits(llama.ctx, row, n_vocab)
+        token = int(np.argmax(logits))
+        if (done := take(token, row, logits)) is not None:
             return done
         guess = propose(history, max_ngram=max_ngram, draft=draft)
         guess = guess[: max(0, window - llama.n_tokens - 1)]
-        start = llama.n_tokens
+        start = llama.n_tokens  # ``token``'s cell: history holds start + 1 ids
         _decode_all_logits(llama, [token, *guess], start)
-        kept = 0
-        for kept_row, drafted in enumerate(guess):
-            if int(np.argmax(row_logits(llama.ctx, kept_row, n_vocab))) != drafted:
+        for drafted_row, drafted in enumerate(guess):
+            logits = row_logits(llama.ctx, drafted_row, n_vocab)
+            if int(np.argmax(logits)) != drafted:
                 break
-            done = take(drafted, kept_row)
-            if done is not None:
-                _keep(llama, start + 2 + kept)  # the cells up to this drafted id hold true ids
+            if (done := take(drafted, drafted_row, logits)) is not None:
+                _keep(llama, len(history))
                 return done
-            kept += 1
-        _keep(llama, start + 1 + kept)
-        row = kept
+        # the cells of the ids taken stay (history is the cache's true content); the rest of
+        # the draft leaves, and the row after the last id taken predicts the next one
+        _keep(llama, len(history))
+        row = len(history) - start - 1
 
 
 def _prefill(llama: Any, ids: list[int]) -> None:
