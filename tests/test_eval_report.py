@@ -187,6 +187,30 @@ async def test_a_run_made_before_a_setting_existed_is_labelled_with_its_old_valu
     assert agents == {"memagent (grounded_exit False)", "memagent (grounded_exit True)"}
 
 
+async def test_a_setting_that_acts_only_under_an_option_off_is_left_out_of_the_label(tmp_path):
+    """Two runs without focused rereads read alike whatever share their rereads would keep
+    notes at (an old folder records none: stop 53's 0.0): one label, not "keep_notes_share
+    0.0" beside "keep_notes_share 0.6"; the run with rereads on is told apart by the option."""
+    for name, config in (
+        ("old", {"focused_reread": False}),
+        ("new", {"focused_reread": False, "keep_notes_share": 0.6}),
+        ("reread", {"focused_reread": True, "keep_notes_share": 0.6}),
+    ):
+        with open_store(tmp_path / name, "memagent") as store:
+            saved = json.loads(store.config_path.read_text())
+            store.config_path.write_text(json.dumps({**saved, "agent_config": config}))
+            replies = {"a1": "\\boxed{Paris}"}
+            await run_eval(
+                TOY[:1], factory(backend(replies, {}), "memagent"), store, 1, progress=False
+            )
+    runs = [tmp_path / name for name in ("old", "new", "reread")]
+    agents = [r["agent"] for r in load_runs(runs)]
+    assert sorted(set(agents)) == [
+        "memagent (focused_reread False)",
+        "memagent (focused_reread True)",
+    ]
+
+
 async def test_report_command_writes_markdown_and_json(run_dirs, tmp_path):
     out, rows_path = tmp_path / "report.md", tmp_path / "rows.jsonl"
     args = ["report", *map(str, run_dirs), "--markdown", str(out), "--json", str(rows_path)]

@@ -13,6 +13,8 @@ file), as the issue's targets ask:
   back the needed fact, e.g. a reversed chain's code;
 - **memreread**: the samples whose decision asked a sub-question, and the rereads whose notes
   took in an evidence sentence;
+- **root notes**: the samples whose first pass ended with notes holding an evidence sentence
+  (a reversed chain's bridge or its fact): what a decision needs to ask a useful sub-question;
 - **right**: the run's headline metric, as `longread eval compare` counts it.
 """
 
@@ -56,6 +58,8 @@ def count(run_dir: Path, evidence: dict[str, list[str]]) -> Counter[str]:
                 out["reread_updates"] += 1
                 out["reread_found"] += holds_evidence(step.memory, gold)
         out["asked"] += any(step.reread is not None for step in run.steps)
+        root = [s for s in run.steps if s.kind == "update" and s.reread is None]
+        out["root_holds"] += bool(root) and holds_evidence(root[-1].memory, gold)
     return out
 
 
@@ -63,9 +67,9 @@ def main() -> None:
     evidence, runs = evidence_and_runs(__doc__.splitlines()[0])
     print(
         "| run | right | well formed | recalls (fact back) | samples rereading "
-        "| reread updates (fact taken) |"
+        "| reread updates (fact taken) | root notes hold evidence |"
     )
-    print("|---|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for run_dir in runs:
         if not (run_dir / "config.json").is_file():
             sys.exit(f"agent_formats.py: {run_dir} is not an eval run folder (no config.json)")
@@ -74,7 +78,7 @@ def main() -> None:
         print(
             f"| {run_dir.name} | {c['right']}/{c['samples']} | {formed} "
             f"| {c['recalls']} ({c['recalls_found']}) | {c['asked']}/{c['samples']} "
-            f"| {c['reread_updates']} ({c['reread_found']}) |"
+            f"| {c['reread_updates']} ({c['reread_found']}) | {c['root_holds']}/{c['samples']} |"
         )
 
 

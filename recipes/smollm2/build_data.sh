@@ -173,6 +173,13 @@ build "$OUT/train28/chains-wiki" chains --order reversed --lengths 4000 --n 12 -
   --haystack "$OUT/haystacks/wiki-5.txt"
 build "$OUT/train28/niah_single_2" ruler --task niah_single_2 --lengths 4004 --n 12 \
   --seed 2304 --wording varied
+# ... and stage sft28s (sft28s.toml): more reversed chains, up to the evaluation's 8K, where
+# the root pass must keep the bridge through more filler (new seeds, training templates)
+build "$OUT/train28s/chains-reversed" chains --order reversed --lengths 4002,8002 --n 20 \
+  --seed 2311
+build "$OUT/train28s/chains-wiki" chains --order reversed --lengths 8004 --n 10 --seed 2312 \
+  --haystack "$OUT/haystacks/wiki-5.txt"
+build "$OUT/train28s/chains-forward" chains --order forward --lengths 4001,8001 --n 6 --seed 2313
 build "$OUT/heldout28/chains-reversed" chains --order reversed --lengths 8192 --n 10 --seed 1010
 build "$OUT/heldout28/chains-heldout" chains --order reversed --lengths 8190 --n 10 --seed 1011 \
   --wording heldout

@@ -189,6 +189,20 @@ EARLIER_REREAD_RULES: dict[str, dict[str, object]] = {
 }
 
 
+# The settings that act only while one of these options is on: a run with the options off
+# reads the same whatever they say (eval/report.py labels runs by the settings that change
+# what they did).
+ACTS_ONLY_WITH: dict[str, tuple[str, ...]] = {
+    "reread_least_share": ("focused_reread",),
+    "keep_notes_share": ("focused_reread",),
+    "reread_cites": ("focused_reread",),
+    "reread_unrestated": ("focused_reread",),
+    "reread_quotes": ("focused_reread",),
+    "question_keys": ("focused_reread", "grounded_notes"),
+    "probe_tokens": ("exit_probe",),
+}
+
+
 class UpdateLayout(Protocol):
     """How an update prompt is laid out. ``MemAgentConfig`` carries one, and so does the
     oracle's ``Reading`` (train/oracle.py), so that training writes the agent's own prompts."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from ..agents.memagent import ACTS_ONLY_WITH
 from ..errors import UsageError
 from ..llm.memory_adapter import memory_adapter_stage
 from .resume import AGENT_SETTINGS_ADDED
@@ -302,16 +303,24 @@ def agent_labels(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
 def _differing(configs: list[Any], config: Any) -> str:
     """``config``'s values of the settings on which ``configs`` disagree ("final_tokens 32,
     section_first True"); "" when they are not all settings tables. A setting added since a
-    run was made reads as the value that run had (``AGENT_SETTINGS_ADDED``)."""
+    run was made reads as the value that run had (``AGENT_SETTINGS_ADDED``). A setting that
+    acts only under options a run has off (``ACTS_ONLY_WITH``) is not that run's: it is
+    compared among the runs it acts in and left out of the others' labels."""
     if not all(isinstance(c, dict) for c in configs):
         return ""
 
     def value(c: dict[str, Any], key: str) -> Any:
         return c.get(key, AGENT_SETTINGS_ADDED.get(key))
 
+    def acts(c: dict[str, Any], key: str) -> bool:
+        options = ACTS_ONLY_WITH.get(key)
+        return options is None or any(value(c, option) for option in options)
+
     keys = sorted({k for c in configs for k in c})
-    values = {k: {json.dumps(value(c, k), sort_keys=True) for c in configs} for k in keys}
-    differ = [k for k in keys if len(values[k]) > 1]
+    values = {
+        k: {json.dumps(value(c, k), sort_keys=True) for c in configs if acts(c, k)} for k in keys
+    }
+    differ = [k for k in keys if len(values[k]) > 1 and acts(config, k)]
     return ", ".join(f"{k} {value(config, k)}" for k in differ)
 
 
