@@ -296,18 +296,21 @@ def agent_labels(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
             labels.append(name)
             continue
         differing = _differing(configs[name], config.get("agent_config"))
-        labels.append(f"{name} ({differing or folder.name})")
+        if differing is None:
+            labels.append(f"{name} ({folder.name})")
+        else:  # configs that differ only where neither acts read alike: one label
+            labels.append(f"{name} ({differing})" if differing else name)
     return labels
 
 
-def _differing(configs: list[Any], config: Any) -> str:
+def _differing(configs: list[Any], config: Any) -> str | None:
     """``config``'s values of the settings on which ``configs`` disagree ("final_tokens 32,
-    section_first True"); "" when they are not all settings tables. A setting added since a
+    section_first True"); None when they are not all settings tables. A setting added since a
     run was made reads as the value that run had (``AGENT_SETTINGS_ADDED``). A setting that
     acts only under options a run has off (``ACTS_ONLY_WITH``) is not that run's: it is
     compared among the runs it acts in and left out of the others' labels."""
     if not all(isinstance(c, dict) for c in configs):
-        return ""
+        return None
 
     def value(c: dict[str, Any], key: str) -> Any:
         return c.get(key, AGENT_SETTINGS_ADDED.get(key))
