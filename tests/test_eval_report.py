@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import json
 import sqlite3
+from pathlib import Path
 from statistics import mean
 
 import pytest
@@ -169,13 +170,10 @@ async def test_one_agent_with_two_configs_gets_two_labels(tmp_path):
     assert agents == {"full (final_tokens 10)", "full (final_tokens 20)"}
 
 
-async def test_a_run_made_before_a_setting_existed_is_labelled_with_its_old_value(tmp_path):
-    """A folder saved before ``grounded_exit`` existed ran without it: "grounded_exit False",
-    not "None", beside a run with it on."""
-    for name, config in (
-        ("old", {"exit_probe": True}),
-        ("new", {"exit_probe": True, "grounded_exit": True}),
-    ):
+async def memagent_labels(tmp_path: Path, configs: dict[str, dict[str, object]]) -> list[str]:
+    """The report's agent label of each of a few one-sample memagent runs, one per named
+    agent config (as saved in each run folder's config.json)."""
+    for name, config in configs.items():
         with open_store(tmp_path / name, "memagent") as store:
             saved = json.loads(store.config_path.read_text())
             store.config_path.write_text(json.dumps({**saved, "agent_config": config}))
@@ -183,32 +181,45 @@ async def test_a_run_made_before_a_setting_existed_is_labelled_with_its_old_valu
             await run_eval(
                 TOY[:1], factory(backend(replies, {}), "memagent"), store, 1, progress=False
             )
-    agents = {r["agent"] for r in load_runs([tmp_path / "old", tmp_path / "new"])}
-    assert agents == {"memagent (grounded_exit False)", "memagent (grounded_exit True)"}
+    return [r["agent"] for r in load_runs([tmp_path / name for name in configs])]
+
+
+async def test_a_run_made_before_a_setting_existed_is_labelled_with_its_old_value(tmp_path):
+    """A folder saved before ``grounded_exit`` existed ran without it: "grounded_exit False",
+    not "None", beside a run with it on."""
+    configs = {
+        "old": {"exit_probe": True},
+        "new": {"exit_probe": True, "grounded_exit": True},
+    }
+    labels = await memagent_labels(tmp_path, configs)
+    assert labels == ["memagent (grounded_exit False)", "memagent (grounded_exit True)"]
 
 
 async def test_a_setting_that_acts_only_under_an_option_off_is_left_out_of_the_label(tmp_path):
     """Two runs without focused rereads read alike whatever share their rereads would keep
-    notes at (an old folder records none: stop 53's 0.0): one label, not "keep_notes_share
-    0.0" beside "keep_notes_share 0.6"; the run with rereads on is told apart by the option."""
-    for name, config in (
-        ("old", {"focused_reread": False}),
-        ("new", {"focused_reread": False, "keep_notes_share": 0.6}),
-        ("reread", {"focused_reread": True, "keep_notes_share": 0.6}),
-    ):
-        with open_store(tmp_path / name, "memagent") as store:
-            saved = json.loads(store.config_path.read_text())
-            store.config_path.write_text(json.dumps({**saved, "agent_config": config}))
-            replies = {"a1": "\\boxed{Paris}"}
-            await run_eval(
-                TOY[:1], factory(backend(replies, {}), "memagent"), store, 1, progress=False
-            )
-    runs = [tmp_path / name for name in ("old", "new", "reread")]
-    agents = [r["agent"] for r in load_runs(runs)]
-    assert sorted(set(agents)) == [
+    notes at (an old folder records none: stop 53's 0.0), so neither is labelled with it; the
+    run with rereads on is told apart by the option."""
+    configs = {
+        "old": {"focused_reread": False},
+        "new": {"focused_reread": False, "keep_notes_share": 0.6},
+        "reread": {"focused_reread": True, "keep_notes_share": 0.6},
+    }
+    labels = await memagent_labels(tmp_path, configs)
+    assert labels == [
+        "memagent (focused_reread False)",
         "memagent (focused_reread False)",
         "memagent (focused_reread True)",
     ]
+
+
+async def test_runs_that_differ_only_where_no_setting_acts_share_the_plain_label(tmp_path):
+    """Without focused rereads, recorded reread shares that differ change nothing the runs
+    did: both rows are plain "memagent", not labelled by their folders' names."""
+    configs = {
+        "old": {"focused_reread": False},
+        "new": {"focused_reread": False, "keep_notes_share": 0.6},
+    }
+    assert await memagent_labels(tmp_path, configs) == ["memagent", "memagent"]
 
 
 async def test_report_command_writes_markdown_and_json(run_dirs, tmp_path):
