@@ -78,7 +78,8 @@ sets() {  # build every set once, seed 0 (training sets use seeds from 1001)
     $LONGREAD data ruler --task niah_multikey_2 --lengths 8192 --n "$N" --seed 0 --out "$DATA"
   for order in reversed forward; do  # issue 28: two-hop chains, the task rereading is for
     [ -f "$DATA/chains_${order}_8192.jsonl" ] ||
-      $LONGREAD data chains --order "$order" --lengths 8192 --n "$N" --seed 0 --out "$DATA"
+      $LONGREAD data chains --order "$order" --lengths 8192 --n "$N" --seed 0 --out "$DATA" \
+        --distractor-order mixed  # the committed sets (stop 59); "same" has no first-code shortcut
   done
 }
 

@@ -16,6 +16,7 @@ from longread.data.chains import (
     QUESTIONS,
     build_chains,
 )
+from longread.data.records import Sample
 from longread.errors import UsageError
 
 from .text_helpers import RegexTokenizer
@@ -53,6 +54,30 @@ def test_distractor_chains_name_other_places_with_codes_of_the_same_kind():
             assert len(places) == 1 + distractors
             codes = set(re.findall(r"\b\d{7}\b", sample.context))
             assert sample.answers[0] in codes and len(codes) == 1 + distractors
+
+
+def _first_code_is_the_answer(sample: Sample) -> bool:
+    return re.findall(r"\b\d{7}\b", sample.context)[0] == sample.answers[0]
+
+
+def _sentence_at(text: str, index: int) -> str:
+    return text[text.rfind(".", 0, index) + 1 : text.find(".", index)]
+
+
+def test_distractor_chains_follow_the_sample_order_so_the_first_code_is_no_shortcut():
+    """In a reversed sample every chain states its fact (the place's code) before its bridge,
+    so the asked fact is not early more often than the others and keeping the first code
+    seen answers about a quarter of them. With mixed orders (the sets of stops 59-61) the
+    asked fact is always early, a distractor's half the time: about half are answered so."""
+    same = build_chains(3000, 40, 3, RegexTokenizer())
+    for sample in same:
+        for place in set(PLACE.findall(sample.context)):
+            first_mention = _sentence_at(sample.context, sample.context.index(place))
+            assert re.search(r"\b\d{7}\b", first_mention), (sample.id, place)
+    mixed = build_chains(3000, 40, 3, RegexTokenizer(), distractor_order="mixed")
+    first_same = sum(map(_first_code_is_the_answer, same))
+    first_mixed = sum(map(_first_code_is_the_answer, mixed))
+    assert first_same <= 40 // 3 < first_mixed
 
 
 def test_held_out_templates_never_appear_in_training_samples_and_back():
@@ -107,6 +132,7 @@ def test_sets_are_fitted_to_length_and_rebuilt_the_same_for_a_seed():
         ({"wording": "fancy"}, "unknown chain wording"),
         ({"haystack": "needles"}, "not needles"),
         ({"distractors": 9}, "between 0 and 8"),
+        ({"distractor_order": "shuffled"}, "unknown distractor order"),
     ],
 )
 def test_chain_refusals(kwargs, message):

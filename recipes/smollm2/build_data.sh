@@ -163,25 +163,36 @@ build "$OUT/states2c/varied" ruler --task niah_single_2 --lengths 8001 --n 8 --s
 build "$OUT/states2c/wiki" ruler --task niah_single_2 --lengths 8002 --n 6 --seed 2106 \
   --wording varied --haystack "$OUT/haystacks/wiki-2.txt"
 # Issue 28: warm starts of MemReread's and ReMemR1's formats (sft28r.toml, sft28m.toml):
+# (every chains set here has mixed distractor orders, the only kind before stop 61: a
+# reversed sample's first code is its answer about half the time; see `data chains --help`)
+MIXED=(--distractor-order mixed)
 # two-hop chains, reversed (the hop must be asked or recalled) and forward (nothing to reread),
 # in the generated essay and in Wikipedia prose; training templates only (--wording heldout is
 # the unseen-wording check), seeds 2301 and up (evaluation sets use seed 0)
-build "$OUT/train28/chains-reversed" chains --order reversed --lengths 3000,6000 --n 24 \
+build "$OUT/train28/chains-reversed" chains "${MIXED[@]}" --order reversed \
+  --lengths 3000,6000 --n 24 \
   --seed 2301
-build "$OUT/train28/chains-forward" chains --order forward --lengths 3001,6001 --n 8 --seed 2302
-build "$OUT/train28/chains-wiki" chains --order reversed --lengths 4000 --n 12 --seed 2303 \
+build "$OUT/train28/chains-forward" chains "${MIXED[@]}" --order forward \
+  --lengths 3001,6001 --n 8 --seed 2302
+build "$OUT/train28/chains-wiki" chains "${MIXED[@]}" --order reversed \
+  --lengths 4000 --n 12 --seed 2303 \
   --haystack "$OUT/haystacks/wiki-5.txt"
 build "$OUT/train28/niah_single_2" ruler --task niah_single_2 --lengths 4004 --n 12 \
   --seed 2304 --wording varied
 # ... and stage sft28s (sft28s.toml): more reversed chains, up to the evaluation's 8K, where
 # the root pass must keep the bridge through more filler (new seeds, training templates)
-build "$OUT/train28s/chains-reversed" chains --order reversed --lengths 4002,8002 --n 20 \
+build "$OUT/train28s/chains-reversed" chains "${MIXED[@]}" --order reversed \
+  --lengths 4002,8002 --n 20 \
   --seed 2311
-build "$OUT/train28s/chains-wiki" chains --order reversed --lengths 8004 --n 10 --seed 2312 \
+build "$OUT/train28s/chains-wiki" chains "${MIXED[@]}" --order reversed \
+  --lengths 8004 --n 10 --seed 2312 \
   --haystack "$OUT/haystacks/wiki-5.txt"
-build "$OUT/train28s/chains-forward" chains --order forward --lengths 4001,8001 --n 6 --seed 2313
-build "$OUT/heldout28/chains-reversed" chains --order reversed --lengths 8192 --n 10 --seed 1010
-build "$OUT/heldout28/chains-heldout" chains --order reversed --lengths 8190 --n 10 --seed 1011 \
+build "$OUT/train28s/chains-forward" chains "${MIXED[@]}" --order forward \
+  --lengths 4001,8001 --n 6 --seed 2313
+build "$OUT/heldout28/chains-reversed" chains "${MIXED[@]}" --order reversed \
+  --lengths 8192 --n 10 --seed 1010
+build "$OUT/heldout28/chains-heldout" chains "${MIXED[@]}" --order reversed \
+  --lengths 8190 --n 10 --seed 1011 \
   --wording heldout
 # Issue 26, stage grpo26a (grpo26a.toml): the shipped adapter's only miss with focused notes,
 # empty notes at the needle's section, as GRPO states cut from stage 2a's and 2c's training

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ..data.builders import build_hotpotqa, build_hotpotqa_to_length
-from ..data.chains import CHAIN_WORDINGS, ORDERS, build_chains
+from ..data.chains import CHAIN_WORDINGS, DISTRACTOR_ORDERS, ORDERS, build_chains
 from ..data.hotpotqa import load_hotpotqa
 from ..data.loaders import save_samples
 from ..data.records import Sample
@@ -197,13 +197,22 @@ def ruler(task: str, lengths: list[int], n: int, seed: int, haystack: str | None
     help="Other chains (items, places, codes) in each document.",
 )
 @click.option(
+    "--distractor-order",
+    type=click.Choice(DISTRACTOR_ORDERS),
+    default="same",
+    show_default=True,
+    help="same: every distractor chain in the sample's order; mixed: each drawn (the sets of "
+    "stops 59-61, where a reversed sample's first code is the answer about half the time).",
+)
+@click.option(
     "--haystack",
     help="noise, noise-paragraphs, essay, or a text file to use as the essay [default: essay].",
 )
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @tokenizer_option
 def chains(lengths: list[int], n: int, seed: int, order: str, wording: str, distractors: int,
-           haystack: str | None, out: str, tokenizer_path: str | None) -> None:  # fmt: skip
+           distractor_order: str, haystack: str | None, out: str,
+           tokenizer_path: str | None) -> None:  # fmt: skip
     """Two-hop chains whose fact comes before the bridge that makes it matter: the question
     names an item, the bridge sends it to a place, the fact gives the place's code."""
 
@@ -211,8 +220,9 @@ def chains(lengths: list[int], n: int, seed: int, order: str, wording: str, dist
         tokenizer = _tokenizer(tokenizer_path)
         for tokens in lengths:
             samples = build_chains(
-                tokens, n, seed, tokenizer, haystack, order, wording, distractors
-            )
+                tokens, n, seed, tokenizer, haystack, order, wording, distractors,
+                distractor_order,
+            )  # fmt: skip
             _write(samples, Path(out), f"chains_{order}_{tokens}")
 
     run_or_exit(build())

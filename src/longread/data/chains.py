@@ -30,6 +30,12 @@ from .records import Sample
 from .ruler import fit_draft, make_shared
 
 ORDERS = ("reversed", "forward")
+# The distractor chains' order: "same" as the sample's own chain; "mixed" draws each one's
+# (the sets of stops 59-61). Mixed reversed samples have a shortcut: the asked chain's fact
+# always lies in the first half, a distractor's only half the time, so the document's first
+# code is the answer in about 47% of them (E[1/(1+Bin(3, 0.5))] with 3 distractors), and a
+# reader that keeps the first code it sees, never reading a bridge, scores that.
+DISTRACTOR_ORDERS = ("same", "mixed")
 CHAIN_WORDINGS = ("train", "heldout")
 COLOURS = ("amber", "crimson", "teal", "ivory", "olive", "violet", "silver", "copper",
            "scarlet", "indigo", "golden", "jade", "maroon", "cobalt")  # fmt: skip
@@ -88,16 +94,20 @@ def build_chains(
     order: str = "reversed",
     wording: str = "train",
     distractors: int = 3,
+    distractor_order: str = "same",
 ) -> list[Sample]:
     """``n`` two-hop chain samples at ``length_tokens`` (context + question tokens), in
     ``haystack`` (noise, noise-paragraphs, essay (the default) or a text file), each with
-    ``distractors`` other chains beside its own."""
+    ``distractors`` other chains beside its own, in ``distractor_order``
+    (``DISTRACTOR_ORDERS``)."""
     if order not in ORDERS:
         raise UsageError(f"unknown chain order {order!r}; expected one of {', '.join(ORDERS)}")
     if wording not in CHAIN_WORDINGS:
         raise UsageError(f"unknown chain wording {wording!r}; expected train or heldout")
     if not 0 <= distractors <= 8:
         raise UsageError("distractors: between 0 and 8 other chains")
+    if distractor_order not in DISTRACTOR_ORDERS:
+        raise UsageError(f"unknown distractor order {distractor_order!r}; expected same or mixed")
     if haystack == "needles":
         raise UsageError("chains take a noise, noise-paragraphs or essay haystack, not needles")
     task = f"chains_{order}"
@@ -106,16 +116,18 @@ def build_chains(
     hint: int | None = None
     for i in range(n):
         rng = random.Random(f"chains:{order}:{seed}:{i}")
-        draft = chain_draft(shared, rng, order, wording, distractors)
+        draft = chain_draft(shared, rng, order, wording, distractors, distractor_order == "mixed")
         sample, hint = fit_draft(draft, task, i, shared, tokenizer, hint, dataset="chains")
         samples.append(sample)
     return samples
 
 
 def chain_draft(
-    shared: Shared, rng: random.Random, order: str, wording: str, distractors: int
-) -> Draft:
-    """One sample: its own chain (fact and bridge at their depths) and the distractors'."""
+    shared: Shared, rng: random.Random, order: str, wording: str, distractors: int,
+    mixed: bool = False,
+) -> Draft:  # fmt: skip
+    """One sample: its own chain (fact and bridge at their depths) and the distractors', in
+    its order, or each in an order of its own when ``mixed``."""
     attribute = rng.choice(ATTRIBUTES)
     items = _distinct(rng, lambda: f"{rng.choice(COLOURS)} {rng.choice(OBJECTS)}", 1 + distractors)
     places = _distinct(
@@ -128,7 +140,7 @@ def chain_draft(
     for k, (item, place, value) in enumerate(chains):
         fact = rng.choice(FACTS[wording]).format(attribute=attribute, place=place, value=value)
         bridge = rng.choice(BRIDGES[wording]).format(item=item, place=place)
-        reverse = order == "reversed" if k == 0 else rng.random() < 0.5
+        reverse = rng.random() < 0.5 if k > 0 and mixed else order == "reversed"
         first, second = _depths(rng)
         sentences += [fact, bridge]
         depths += [first, second] if reverse else [second, first]  # the fact's, the bridge's
