@@ -35,7 +35,9 @@ NOTES = re.compile(r"(Memory:\n)(.*?)(\n\nSection:)", re.S)
 
 async def ask_from_empty(data: Path, run_dir: Path, adapter: str) -> tuple[int, int]:
     """Print each bridge-section reply from empty notes; return (asked, held the bridge)."""
-    bridges = {s.id: evidence_sentences(s)[1] for s in load_samples(data)}
+    # a chain's evidence is its fact, then its bridge; other samples have no bridge to ask
+    evidence = {s.id: evidence_sentences(s) for s in load_samples(data)}
+    bridges = {sample_id: e[1] for sample_id, e in evidence.items() if len(e) > 1}
     backend = make_backend(BackendSettings(adapter=adapter))
     asked = held = 0
     for trace in sorted((run_dir / "traces").glob("*.json")):

@@ -3,6 +3,7 @@ sets as JSONL."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,13 @@ def tokenizer_option(func: Any) -> Any:
         help="tokenizer.json or model folder that counts lengths "
         "[default: the embedded SmolLM2 vocabulary].",
     )(func)
+
+
+def choice_option(flag: str, choices: Sequence[str], default: str, help: str) -> Any:
+    """A ``--flag`` taking one of ``choices``, its default shown in ``--help``."""
+    return click.option(
+        flag, type=click.Choice(choices), default=default, show_default=True, help=help
+    )
 
 
 def _tokenizer(path: str | None) -> Tokenizer:
@@ -137,12 +145,11 @@ def hotpotqa(input_path: str, docs: list[int] | None, lengths: list[int] | None,
     type=click.Path(exists=True, dir_okay=False),
     help="HotpotQA JSON for the qa task.",
 )
-@click.option(
+@choice_option(
     "--wording",
-    type=click.Choice(NEEDLE_WORDINGS),
-    default="ruler",
-    show_default=True,
-    help="How the niah tasks word the needle and question: RULER's, another wording (for "
+    NEEDLE_WORDINGS,
+    "ruler",
+    "How the niah tasks word the needle and question: RULER's, another wording (for "
     "training data that does not teach one sentence), mixed (one of ruler/plain/secret drawn "
     "per sample), varied (one of every training wording), composed (a new wording per "
     "sample, put together from parts) or a heldout-* wording (never drawn by the others: "
@@ -174,20 +181,18 @@ def ruler(task: str, lengths: list[int], n: int, seed: int, haystack: str | None
     "--n", type=click.IntRange(min=1), default=100, show_default=True, help="Samples per length."
 )
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option(
+@choice_option(
     "--order",
-    type=click.Choice(ORDERS),
-    default="reversed",
-    show_default=True,
-    help="reversed: the fact before the bridge that makes it matter (the task); forward: the "
+    ORDERS,
+    "reversed",
+    "reversed: the fact before the bridge that makes it matter (the task); forward: the "
     "bridge first (the control a forward memory can do).",
 )
-@click.option(
+@choice_option(
     "--wording",
-    type=click.Choice(CHAIN_WORDINGS),
-    default="train",
-    show_default=True,
-    help="Sentence templates: the training ones, or held-out ones no training set uses.",
+    CHAIN_WORDINGS,
+    "train",
+    "Sentence templates: the training ones, or held-out ones no training set uses.",
 )
 @click.option(
     "--distractors",
@@ -196,12 +201,11 @@ def ruler(task: str, lengths: list[int], n: int, seed: int, haystack: str | None
     show_default=True,
     help="Other chains (items, places, codes) in each document.",
 )
-@click.option(
+@choice_option(
     "--distractor-order",
-    type=click.Choice(DISTRACTOR_ORDERS),
-    default="same",
-    show_default=True,
-    help="same: every distractor chain in the sample's order; mixed: each drawn (the sets of "
+    DISTRACTOR_ORDERS,
+    "same",
+    "same: every distractor chain in the sample's order; mixed: each drawn (the sets of "
     "stops 59-61, where a reversed sample's first code is the answer about half the time).",
 )
 @click.option(
