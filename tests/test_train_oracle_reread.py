@@ -82,6 +82,43 @@ def test_a_forward_chain_a_chain_in_one_section_or_a_needle_stops_at_once():
         assert sent == [t.messages for t in turns] and run.answer == sample.answers[0]
 
 
+TWO_ROUNDS = replace(CONFIG, max_reread=2)
+ONE_ROUND = replace(CONFIG, max_reread=1)
+
+
+def test_a_missed_bridge_asks_the_first_hop_then_the_place_s_code():
+    """With first hops, the decision is shown root notes that missed the bridge and asks where
+    the item went; the reread keeps the bridge and boxes the place, and the second decision,
+    shown it, asks the place's code, whose reread finds the answer."""
+    for sample in build_chains(2000, 3, 0, RegexTokenizer()):
+        fact, bridge = sample.meta["evidence"]
+        turns = asyncio.run(reread_episode(agent(TWO_ROUNDS), sample, first_hop=1.0))
+        decides = [t for t in turns if t.kind == "decide"]
+        assert len(decides) == 2  # max_reread rounds, then the final answer
+        shown = decides[0].messages[0]["content"]
+        assert bridge not in shown and fact not in shown
+        assert decides[0].reply.startswith("<subquestion>")
+        assert sample.meta["item"] in decides[0].reply
+        finals = [t.reply for t in turns if t.kind == "final"]
+        place, code = sample.meta["bridge_entity"], sample.answers[0]
+        assert finals == [f"\\boxed{{{place}}}", f"\\boxed{{{code}}}", f"\\boxed{{{code}}}"]
+        integrates = [t.reply for t in turns if t.kind == "integrate"]
+        assert bridge in integrates[0] and fact not in integrates[0]
+        assert bridge in integrates[1] and fact in integrates[1]
+        second = decides[1].messages[0]["content"]
+        assert bridge in second and place in second  # the first hop's answer is in its history
+        assert decides[1].reply == f"<subquestion>{sample.meta['sub_question']}</subquestion>"
+
+
+def test_first_hops_change_no_episode_when_off_or_with_one_reread():
+    """Earlier stages resume with the same rows: no first hop, no extra draw."""
+    for sample in build_chains(2000, 2, 4, RegexTokenizer()):
+        for config, first_hop in ((TWO_ROUNDS, 0.0), (ONE_ROUND, 1.0)):
+            plain = asyncio.run(reread_episode(agent(config), sample))
+            hops = asyncio.run(reread_episode(agent(config), sample, first_hop=first_hop))
+            assert [(t.messages, t.reply) for t in hops] == [(t.messages, t.reply) for t in plain]
+
+
 def test_sft_on_memreread_trains_its_decisions_and_integrations(tmp_path):
     """`run.objective = "sft"` with agent memreread: the rows hold the decide and integrate
     conversations too, each capped at its own budget, and a step lowers their loss."""

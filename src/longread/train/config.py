@@ -230,6 +230,19 @@ class RunSection:
         "sentences added, also answered yes; 0 = the yes probe on clean notes only (stage "
         "sft29q, whose probe then said no to needle notes with any filler)",
     )
+    first_hop: float = option(
+        0.0,
+        "sft with agent memreread (max_reread 2 or more): chance that a two-hop chain's "
+        "episode shows its first decision root notes that missed the bridge (empty, or other "
+        'sentences of the document) and asks the first hop ("Where did the olive satchel end '
+        'up?"), then rereads for it and asks the code of the place found; 0 = the decision '
+        "is shown the oracle's notes only",
+    )
+    decision_weight: float = option(
+        1.0,
+        "sft with agent memreread: weight of the decide rows (a sub-question or <stop/>, a "
+        "few tokens each) in the loss; 1 = a plain token mean",
+    )
     update_share: float = option(
         1.0,
         "sft: share of the updates that take in no evidence kept as training rows (drawn at "
@@ -356,9 +369,12 @@ class TrainConfig:
             ("run.update_share", self.run.update_share),
             ("run.section_first_share", self.run.section_first_share),
             ("run.probe_noisy_yes", self.run.probe_noisy_yes),
+            ("run.first_hop", self.run.first_hop),
         ):
             if not 0.0 <= chance <= 1.0:
                 raise UsageError(f"{name} is a chance: between 0 and 1")
+        if min(self.run.evidence_weight, self.run.decision_weight) < 0:
+            raise UsageError("run.evidence_weight and run.decision_weight must be 0 or more")
         if not self.data.train:
             raise UsageError("data.train is empty: name the training data files or folders")
 

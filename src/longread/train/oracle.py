@@ -56,7 +56,7 @@ class OracleTurn:
 
     messages: list[Message]
     reply: str
-    kind: str  # "update", "probe" (the exit probe) or "final"
+    kind: str  # "update", "probe" (the exit probe), "final"; MemReread's "decide", "integrate"
     takes_evidence: bool = False  # an update whose notes take in evidence from its section
     from_empty: bool = False  # an update shown empty notes: where a made-up answer starts
 
@@ -144,7 +144,7 @@ def oracle_pass(
             # them (a probe taught only on clean notes says yes to any change: stage sft29p).
             noisy = probe_messages(reading.question, shown, prompts)
             turns.append(OracleTurn(noisy, "no", "probe"))
-        read += _filler(chunk.text, reading.evidence, reading.answers)
+        read += filler_sentences(chunk.text, reading.evidence, reading.answers)
         found = [s for s in reading.evidence if s in chunk.text and s not in memory]
         if found:
             memory = " ".join(found) if memory == NO_MEMORY else f"{memory} {' '.join(found)}"
@@ -190,7 +190,7 @@ def oracle_final(
     return OracleTurn(messages, f"\\boxed{{{shortest_answer(answers)}}}", "final")
 
 
-def _filler(text: str, evidence: Sequence[str], answers: Sequence[str]) -> list[str]:
+def filler_sentences(text: str, evidence: Sequence[str], answers: Sequence[str]) -> list[str]:
     """The sentences of ``text`` that are neither evidence nor hold a gold answer."""
     golds = [g for g in answers if g.strip()]
     return [
@@ -265,6 +265,8 @@ def oracle_rows(
     other_agents: Sequence[MemAgent] = (),
     keep_empty_updates: bool = False,
     noisy_yes: float = 0.0,
+    first_hop: float = 0.0,
+    decision_weight: float = 1.0,
 ) -> list[TrainingRow]:
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
@@ -282,7 +284,9 @@ def oracle_rows(
     0 keeps the agent's own order and draws nothing. ``other_agents`` (the same prompts and
     caps, other chunk sizes): each sample's episode is cut by one drawn from ``agent`` and
     them; none draws nothing. ``noisy_yes``: the exit probe's "yes" also on noisy notes
-    (``oracle_episode``)."""
+    (``oracle_episode``). ``first_hop``: MemReread's first-hop rounds (``reread_episode``).
+    ``decision_weight``: the weight of MemReread's decide rows (a few tokens each, so a plain
+    token mean gives them little say against the updates)."""
     eos = policy.tokenizer.eos_token_id
     rng = rng or random.Random(0)
     rows = []
@@ -291,7 +295,9 @@ def oracle_rows(
         if section_first_share > 0:
             order = rng.random() < section_first_share
         reader = rng.choice([agent, *other_agents]) if other_agents else agent
-        turns = asyncio.run(_episode(reader, sample, noise_rate, rng, claim_rate, order, noisy_yes))
+        turns = asyncio.run(
+            _episode(reader, sample, noise_rate, rng, claim_rate, order, noisy_yes, first_hop)
+        )
         for index, turn in enumerate(turns):
             if not (keep_empty_updates and turn.from_empty) and _dropped(turn, update_share, rng):
                 continue
@@ -307,7 +313,7 @@ def oracle_rows(
                     rollout="oracle",
                     step=index,
                     is_final=turn.kind == "final",
-                    weight=evidence_weight if turn.takes_evidence else 1.0,
+                    weight=_weight(turn, evidence_weight, decision_weight),
                 )
             )
     return rows
@@ -315,7 +321,7 @@ def oracle_rows(
 
 async def _episode(
     reader: MemAgent, sample: Sample, noise_rate: float, rng: random.Random, claim_rate: float,
-    section_first: bool | None, noisy_yes: float = 0.0,
+    section_first: bool | None, noisy_yes: float = 0.0, first_hop: float = 0.0,
 ) -> list[OracleTurn]:  # fmt: skip
     """The agent's oracle episode: MemReread's (oracle_reread.py), ReMemR1's
     (oracle_rememr1.py: none when its recall would miss) or MemAgent's."""
@@ -334,10 +340,16 @@ async def _episode(
                 reader.tokenizer,
                 replace(reader.config, section_first=section_first),
             )
-        return await reread_episode(reader, sample, rng, noise_rate, claim_rate)
+        return await reread_episode(reader, sample, rng, noise_rate, claim_rate, first_hop)
     return await oracle_episode(
         reader, sample, noise_rate, rng, claim_rate, section_first, noisy_yes
     )
+
+
+def _weight(turn: OracleTurn, evidence_weight: float, decision_weight: float) -> float:
+    if turn.takes_evidence:
+        return evidence_weight
+    return decision_weight if turn.kind == "decide" else 1.0
 
 
 def _cap(reader: MemAgent, kind: str) -> int:

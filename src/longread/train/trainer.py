@@ -230,6 +230,8 @@ class Trainer:
             other_agents=[self.oracle_agent(size) for size in run.chunk_choices],
             keep_empty_updates=run.keep_empty_updates,
             noisy_yes=run.probe_noisy_yes,
+            first_hop=run.first_hop,
+            decision_weight=run.decision_weight,
         )
         prepare_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
