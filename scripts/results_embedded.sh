@@ -81,6 +81,17 @@ sets() {  # build every set once, seed 0 (training sets use seeds from 1001)
       $LONGREAD data chains --order "$order" --lengths 8192 --n "$N" --seed 0 --out "$DATA" \
         --distractor-order mixed  # the committed sets (stop 59); "same" has no first-code shortcut
   done
+  same_order_chains  # since stop 62
+}
+
+same_order_chains() {  # the reversed chains, every distractor chain reversed too: no shortcut
+  local tmp
+  [ -f "$DATA/chains_reversed_same_8192.jsonl" ] && return
+  tmp=$(mktemp -d)
+  $LONGREAD data chains --order reversed --lengths 8192 --n "$N" --seed 0 --out "$tmp" \
+    --distractor-order same
+  mv "$tmp/chains_reversed_8192.jsonl" "$DATA/chains_reversed_same_8192.jsonl"
+  rm -rf "$tmp"
 }
 
 held_out() {  # held_out NAME TASK WORDING: a held-out wording in the held-out prose, 8K
@@ -215,8 +226,10 @@ for stage in ${STAGES:-}; do memory_cells "$stage" "${STAGE_HOW:-}"; done
 # worse on the needles), with that default's own cells before them
 if want agents; then
   cell memagent adapter chains_reversed 8192
+  cell memagent adapter chains_reversed_same 8192  # the set without the shortcut (stop 62)
   for agent_stage in ${AGENT_STAGES:-}; do
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed 8192
+    cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed_same 8192
     cell "${agent_stage%%:*}" "${agent_stage#*:}" ruler_niah_single_2 8192
   done
   for set in chains_reversed chains_forward; do

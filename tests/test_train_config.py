@@ -46,6 +46,9 @@ def test_yaml_is_read_too(tmp_path: Path) -> None:
         ("[rollout]\nrollouts = 4\n", "data.train is empty"),
         ('[data]\ntrain = "x"\n[rollout]\nrollouts = 0\n', "at least 1"),
         ("[data\n", "not valid TOML"),
+        ('[data]\ntrain = "x"\n[run]\nrow_kinds = ["decision"]\n', "unknown kind 'decision'"),
+        ('[data]\ntrain = "x"\n[run]\nfirst_hop = 1.5\n', "run.first_hop is a chance"),
+        ('[data]\ntrain = "x"\n[run]\ndecision_weight = -1\n', "must be 0 or more"),
     ],
 )
 def test_bad_configs_are_one_line_errors(tmp_path: Path, text: str, message: str) -> None:

@@ -151,6 +151,12 @@ def test_sft_on_memreread_trains_its_decisions_and_integrations(tmp_path):
     assert any(d.startswith("<subquestion>") for d in replies)
     assert any(d.startswith("<stop/>") for d in replies)
     assert any("You reread the whole document" in decode(r.prompt_ids) for r in rows)
+    # row_kinds: the same decisions and integrations, and nothing else
+    kinds = ("decide", "integrate")
+    only = oracle_rows(trainer.oracle_agent(), trainer.policy, load_samples(data), row_kinds=kinds)
+    integrates = [r for r in rows if "You reread the whole document" in decode(r.prompt_ids)]
+    wanted = [r.prompt_ids for r in rows if r in decides or r in integrates]
+    assert [r.prompt_ids for r in only] == wanted and integrates
     trainer.run()
     lines = [json.loads(x) for x in (trainer.out / METRICS_FILE).read_text().splitlines()]
     assert lines[-1]["loss"] < lines[0]["loss"]  # both samples every step

@@ -22,6 +22,8 @@ MEMORY_AGENTS = ("memagent", "memreread", "rememr1")  # the agents sft has oracl
 
 # Who samples the rollouts (see engines.py); here so that checking a config needs no torch.
 ENGINES = ("transformers", "llamacpp")
+# The kinds of oracle conversation (train/oracle.py OracleTurn.kind) run.row_kinds may name.
+ROW_KINDS = frozenset({"update", "final", "probe", "decide", "integrate"})
 
 
 def option(default: Any, help: str) -> Any:
@@ -263,6 +265,15 @@ class RunSection:
             "calls; section-first's prefix cache saves more); [] = agent.chunk_tokens only"
         ),
     )
+    row_kinds: list[str] = field(
+        default_factory=list,
+        metadata=helped(
+            "sft: train only the oracle conversations of these kinds (update, final, probe; "
+            'MemReread\'s decide and integrate), e.g. ["decide", "integrate"]: a few '
+            "hundred tokens each, so a step can show many questions' decisions without their "
+            "1,000-token updates; [] = every kind"
+        ),
+    )
     section_first_share: float = option(
         0.0,
         "sft: share of the oracle episodes written in the section-first order (the section "
@@ -355,6 +366,12 @@ class TrainConfig:
                 raise UsageError(f"{name} must be at least 1")
         if self.run.steps < 0:
             raise UsageError("run.steps must be 0 or more")
+        unknown = set(self.run.row_kinds) - ROW_KINDS
+        if unknown:
+            raise UsageError(
+                f"run.row_kinds: unknown kind {sorted(unknown)[0]!r}; "
+                f"choose from {', '.join(sorted(ROW_KINDS))}"
+            )
         if any(size < 1 for size in self.run.chunk_choices):
             raise UsageError("run.chunk_choices are chunk sizes in tokens: each at least 1")
         if self.rollout.refill < 0:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -267,6 +267,7 @@ def oracle_rows(
     noisy_yes: float = 0.0,
     first_hop: float = 0.0,
     decision_weight: float = 1.0,
+    row_kinds: Collection[str] = (),
 ) -> list[TrainingRow]:
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
@@ -286,7 +287,8 @@ def oracle_rows(
     them; none draws nothing. ``noisy_yes``: the exit probe's "yes" also on noisy notes
     (``oracle_episode``). ``first_hop``: MemReread's first-hop rounds (``reread_episode``).
     ``decision_weight``: the weight of MemReread's decide rows (a few tokens each, so a plain
-    token mean gives them little say against the updates)."""
+    token mean gives them little say against the updates). ``row_kinds``: only the turns of
+    these kinds become rows (all, when empty); the episodes and their draws are unchanged."""
     eos = policy.tokenizer.eos_token_id
     rng = rng or random.Random(0)
     rows = []
@@ -300,6 +302,8 @@ def oracle_rows(
         )
         for index, turn in enumerate(turns):
             if not (keep_empty_updates and turn.from_empty) and _dropped(turn, update_share, rng):
+                continue
+            if row_kinds and turn.kind not in row_kinds:
                 continue
             cap = _cap(reader, turn.kind)
             ids = [*policy.tokenizer.encode(turn.reply, add_special_tokens=False), eos]

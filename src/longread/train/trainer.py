@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from ..agents import make_agent
 from ..data.records import Sample
+from ..errors import UsageError
 from ..llm import compute_thread
 from ..text.tokenizer import Tokenizer
 from .checkpoint import Position
@@ -232,7 +233,13 @@ class Trainer:
             noisy_yes=run.probe_noisy_yes,
             first_hop=run.first_hop,
             decision_weight=run.decision_weight,
+            row_kinds=run.row_kinds,
         )
+        if not rows:
+            raise UsageError(
+                f"step {number}: the oracle episodes gave no training rows; run.row_kinds "
+                f"{run.row_kinds} names no conversation agent {self.config.agent.name} has"
+            )
         prepare_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
         loss, grad_norm = compute_thread.call(self.updater.supervised_update, rows)
