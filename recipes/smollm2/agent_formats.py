@@ -13,6 +13,9 @@ file), as the issue's targets ask:
   back the needed fact, e.g. a reversed chain's code;
 - **memreread**: the samples whose decision asked a sub-question, and the rereads whose notes
   took in an evidence sentence;
+- **first hops** (memreread on chains): the decisions that asked a sub-question with no
+  "code" in it (where the item went, not a place's code), and the rereads whose boxed answer
+  is a name the bridge sentence holds (the place found);
 - **root notes**: the samples whose first pass ended with notes holding an evidence sentence
   (a reversed chain's bridge or its fact): what a decision needs to ask a useful sub-question;
 - **right**: the run's headline metric, as `longread eval compare` counts it.
@@ -57,6 +60,11 @@ def count(run_dir: Path, evidence: dict[str, list[str]]) -> Counter[str]:
             if step.reread is not None and step.kind == "update":
                 out["reread_updates"] += 1
                 out["reread_found"] += holds_evidence(step.memory, gold)
+            if step.kind == "decide" and step.reread is not None:
+                out["first_hops"] += "code" not in step.reread.sub_question.lower()
+            if step.kind == "final" and step.reread is not None and len(gold) > 1:
+                answer = (step.answer or "").strip()
+                out["places_found"] += len(answer) > 3 and answer in gold[1]
         out["asked"] += any(step.reread is not None for step in run.steps)
         root = [s for s in run.steps if s.kind == "update" and s.reread is None]
         out["root_holds"] += bool(root) and holds_evidence(root[-1].memory, gold)
@@ -67,9 +75,9 @@ def main() -> None:
     evidence, runs = evidence_and_runs(__doc__.splitlines()[0])
     print(
         "| run | right | well formed | recalls (fact back) | samples rereading "
-        "| reread updates (fact taken) | root notes hold evidence |"
+        "| reread updates (fact taken) | first hops (place found) | root notes hold evidence |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for run_dir in runs:
         if not (run_dir / "config.json").is_file():
             sys.exit(f"agent_formats.py: {run_dir} is not an eval run folder (no config.json)")
@@ -78,7 +86,8 @@ def main() -> None:
         print(
             f"| {run_dir.name} | {c['right']}/{c['samples']} | {formed} "
             f"| {c['recalls']} ({c['recalls_found']}) | {c['asked']}/{c['samples']} "
-            f"| {c['reread_updates']} ({c['reread_found']}) | {c['root_holds']}/{c['samples']} |"
+            f"| {c['reread_updates']} ({c['reread_found']}) "
+            f"| {c['first_hops']} ({c['places_found']}) | {c['root_holds']}/{c['samples']} |"
         )
 
 
