@@ -229,6 +229,7 @@ if want agents; then
   cell memagent adapter chains_reversed_same 8192  # the set without the shortcut (stop 62)
   # stop 62: MemReread with its decision stage, read the shipped adapter's way
   cell memreread sft28w chains_reversed_same 8192 notes+focused+exact+reread
+  cell memreread sft28w ruler_niah_single_2 8192 notes+focused+exact+reread
   for agent_stage in ${AGENT_STAGES:-}; do
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed 8192
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed_same 8192
