@@ -36,6 +36,7 @@ from longread.data.loaders import load_samples
 from longread.data.records import Sample
 from longread.llm.base import SamplingParams
 from longread.llm.factory import BackendSettings, make_backend
+from longread.train.oracle_reread import FIRST_HOP_QUESTIONS
 
 STATES = ("bridge", "code", "empty", "answered", "second")
 _CODE = re.compile(r"\b\d{7}\b")
@@ -54,7 +55,7 @@ def states(sample: Sample) -> dict[str, tuple[str, list[tuple[str, str]]]]:
         "code": (other, []),
         "empty": (NO_MEMORY, []),
         "answered": (f"{bridge} {fact}", []),
-        "second": (f"{other} {bridge}", [(f"Where did the {item} end up?", place)]),
+        "second": (f"{other} {bridge}", [(FIRST_HOP_QUESTIONS[0].format(item=item), place)]),
     }
 
 
