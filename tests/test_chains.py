@@ -80,6 +80,23 @@ def test_distractor_chains_follow_the_sample_order_so_the_first_code_is_no_short
     assert first_same <= 40 // 3 < first_mixed
 
 
+def test_the_two_distractor_orders_never_share_a_report_table():
+    """A result on the easier mixed set must not pool with one on the same-order set."""
+    from longread.eval.runner import dataset_label
+
+    (same,) = build_chains(2000, 1, 3, RegexTokenizer())
+    (mixed,) = build_chains(2000, 1, 3, RegexTokenizer(), distractor_order="mixed")
+    (alone,) = build_chains(2000, 1, 3, RegexTokenizer(), distractors=0)
+    assert (
+        dataset_label(same.meta) == "chains/chains_reversed (wording train, distractor_order same)"
+    )
+    assert dataset_label(mixed.meta) == (
+        "chains/chains_reversed (wording train, distractor_order mixed)"
+    )
+    # with no other chain there is no order to tell apart
+    assert dataset_label(alone.meta) == "chains/chains_reversed (wording train)"
+
+
 def test_held_out_templates_never_appear_in_training_samples_and_back():
     """The unseen-wording evaluation is unseen only if no training sample uses its sentences."""
     train = build_chains(2000, 20, 2, RegexTokenizer())

@@ -160,6 +160,10 @@ def chain_draft(
         "sub_question": SUB_QUESTION.format(attribute=attribute, place=places[0]),
         "distractors": distractors,
     }
+    if distractors:
+        # Reports tell the orders apart: with mixed orders a reversed sample's first code is
+        # the answer about half the time, a shortcut the same order does not give.
+        meta["distractor_order"] = "mixed" if mixed else "same"
     return Draft(question, [values[0]], _text_renderer(kind, shared, sentences, depths), meta)
 
 

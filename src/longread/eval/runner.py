@@ -387,7 +387,11 @@ def dataset_label(meta: dict[str, Any]) -> str | None:
         return None
     label = f"{dataset}/{task}" if task and task != dataset else str(dataset)
     # A needle worded otherwise, or hidden in another text, is another test of the same task.
-    variant = [f"{k} {meta[k]}" for k in ("wording", "haystack_file") if meta.get(k)]
+    # Chains whose distractors take their own orders are an easier set than the same task
+    # with every chain in the sample's order (data/chains.py), so the two never share a table.
+    variant = [
+        f"{k} {meta[k]}" for k in ("wording", "haystack_file", "distractor_order") if meta.get(k)
+    ]
     if variant:
         label += f" ({', '.join(variant)})"
     # Sets sized by document count (RULER-HQA's own axis) must not share a table or a plot
