@@ -119,7 +119,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
   # (--grounded-exit on; an exit on without it reads --grounded-exit off), notes
   # (--grounded-notes on), focused (--focused-notes on), exact (--exact-copies on), reread
   # (--focused-reread on), rule-STOP (an earlier rule of focused rereads, by
-  # recipes/smollm2/earlier_rule.py STOP), or several joined by +
+  # recipes/smollm2/earlier_rule.py STOP), max-reread-N (--max-reread N), or several joined by +
   # (section-first+exit-off); the run folder's name ends with HOW
   local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part runner=("$LONGREAD")
   local out="$RUNS/$agent-$model-$set-$length${5:+-$5}" data="$DATA/${set}_${length}.jsonl"
@@ -140,6 +140,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
       exact) flags+=(--exact-copies on) ;;
       reread) flags+=(--focused-reread on) ;;
       rule-*) runner=(.venv/bin/python recipes/smollm2/earlier_rule.py "${part#rule-}") ;;
+      max-reread-*) flags+=(--max-reread "${part#max-reread-}") ;;  # memreread's rounds
       *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
     esac
   done
@@ -233,6 +234,8 @@ if want agents; then
   # stop 63: the other targets (no worse at 16K; HotpotQA not below the model as released)
   cell memreread sft28w ruler_niah_single_2 16384 notes+focused+exact+reread
   cell memreread sft28w hotpotqa 8192 notes+focused+exact+reread
+  # three rounds (the reference allows 2 or 3): in 2 samples the second round found the place
+  cell memreread sft28w chains_reversed_same 8192 notes+focused+exact+reread+max-reread-3
   for agent_stage in ${AGENT_STAGES:-}; do
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed 8192
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed_same 8192
