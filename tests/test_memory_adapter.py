@@ -141,7 +141,7 @@ def test_reports_name_shipped_adapters_by_their_recipe_stage(
 
     now, before, unknown = ("sha256:" + c * 64 for c in "abc")
     provenance = {"sha256": now, "stage": "grpo", "earlier": [{"stage": "sft1k", "sha256": before}]}
-    monkeypatch.setattr(memory_adapter, "memory_adapter_provenance", lambda: provenance)
+    monkeypatch.setattr(memory_adapter, "shipped_provenances", lambda: [provenance])
 
     def run(sha: str, file: str) -> tuple[Path, dict]:
         backend = {"adapter": f"/somewhere/{file}", "adapter_sha256": sha}

@@ -11,7 +11,7 @@ from openai import BadRequestError
 
 from longread.trace import Run
 
-from .serve_helpers import QUESTION, client, curl, document
+from .serve_helpers import QUESTION, client, curl, document, scripted_reader
 
 ANSWER = "4720519"
 AGENTS = {"memagent", "rememr1", "memreread", "full", "rag"}
@@ -188,6 +188,20 @@ def test_other_agents_answer_under_their_model_names(start):
     assert reply.choices[0].message.content == ANSWER
     assert reply.model == "longread-rag"
     assert reply.model_extra["longread"]["agent"] == "rag"
+
+
+def test_an_agent_with_an_adapter_of_its_own_reads_with_its_own_backend(start):
+    """An agent that ships its own adapter runs on the model with that adapter; the others
+    share the server's backend (longread serve builds one per adapter)."""
+    shared, own = scripted_reader(), scripted_reader()
+    server = start(shared, agent_backends={"memreread": own})
+    extension = {"longread": {"document": document()}}
+    message = [{"role": "user", "content": QUESTION}]
+    ask(server, message, model="longread-memreread", extra_body=extension)
+    assert own.requests and not shared.requests
+    _, reply = ask(server, message, model="longread-memagent", extra_body=extension)
+    assert reply.choices[0].message.content == ANSWER
+    assert shared.requests
 
 
 def test_curl_gets_a_plain_sse_stream_ending_in_done(start):

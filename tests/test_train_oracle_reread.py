@@ -108,6 +108,8 @@ def test_a_missed_bridge_asks_the_first_hop_then_the_place_s_code():
         second = decides[1].messages[0]["content"]
         assert bridge in second and place in second  # the first hop's answer is in its history
         assert decides[1].reply == f"<subquestion>{sample.meta['sub_question']}</subquestion>"
+        # run.followup_weight weighs the second decision: the one a warm start got wrong
+        assert [d.follows_up for d in decides] == [False, True]
 
 
 def test_first_hops_change_no_episode_when_off_or_with_one_reread():
@@ -157,6 +159,16 @@ def test_sft_on_memreread_trains_its_decisions_and_integrations(tmp_path):
     integrates = [r for r in rows if "You reread the whole document" in decode(r.prompt_ids)]
     wanted = [r.prompt_ids for r in rows if r in decides or r in integrates]
     assert [r.prompt_ids for r in only] == wanted and integrates
+    # run.followup_weight: a decision asked after a round weighs that times the others
+    two = replace(trainer.oracle_agent().config, max_reread=2)
+    reader = MemReread(trainer.oracle_agent().backend, trainer.oracle_agent().tokenizer, two)
+    weighed = oracle_rows(
+        reader, trainer.policy, load_samples(data), first_hop=1.0, decision_weight=3.0,
+        followup_weight=2.0, row_kinds=["decide"],
+    )  # fmt: skip
+    first = [r.weight for r in weighed if "(none yet)" in decode(r.prompt_ids)]
+    after = [r.weight for r in weighed if "(none yet)" not in decode(r.prompt_ids)]
+    assert set(first) == {3.0} and set(after) == {6.0} and len(after) == len(first)
     trainer.run()
     lines = [json.loads(x) for x in (trainer.out / METRICS_FILE).read_text().splitlines()]
     assert lines[-1]["loss"] < lines[0]["loss"]  # both samples every step

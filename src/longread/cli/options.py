@@ -18,7 +18,7 @@ from ..agents.prompts import PROMPT_SETS
 from ..agents.registry import AGENTS
 from ..errors import UsageError
 from ..llm.factory import BackendSettings
-from ..llm.memory_adapter import bundled_memory_adapter
+from ..llm.memory_adapter import MEMORY_ADAPTER_FILE, is_bundled
 from ..llm.trained_settings import TrainedSettings, read_trained_settings
 
 T = TypeVar("T")
@@ -256,8 +256,9 @@ def hotpotqa_input_option(func: Any) -> Any:
     )(func)
 
 
-def backend_settings(options: dict[str, Any]) -> BackendSettings:
-    """Take the backend flags out of ``options``."""
+def backend_settings(options: dict[str, Any], agent: str | None = None) -> BackendSettings:
+    """Take the backend flags out of ``options``, for ``agent`` (which shipped adapter the
+    bundled model reads with: ``memory_adapter.bundled_memory_adapter``)."""
     return BackendSettings(
         backend=options.pop("backend"),
         base_url=options.pop("base_url"),
@@ -276,6 +277,7 @@ def backend_settings(options: dict[str, Any]) -> BackendSettings:
         base_model=options.pop("base_model"),
         parallel=options.pop("parallel"),
         lookup_decoding=options.pop("lookup_decoding"),
+        agent=agent,
     )
 
 
@@ -311,11 +313,17 @@ def adapter_trained_settings(settings: BackendSettings) -> tuple[str, TrainedSet
     trained = read_trained_settings(adapter) if adapter else None
     if adapter is None or trained is None:
         return None
-    shipped = bundled_memory_adapter()
-    name = (
-        "the memory adapter" if shipped and Path(adapter) == shipped else f"the adapter {adapter}"
-    )
-    return name, trained
+    return adapter_name(adapter), trained
+
+
+def adapter_name(adapter: str) -> str:
+    """How a message names an adapter: the shipped ones by what they are, others by path."""
+    if not is_bundled(adapter):
+        return f"the adapter {adapter}"
+    if Path(adapter).name == MEMORY_ADAPTER_FILE:
+        return "the memory adapter"
+    agent = Path(adapter).stem.removeprefix("smollm2-135m-")
+    return f"{agent}'s memory adapter"
 
 
 def trained_settings_apply(agent: str, trained: TrainedSettings) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -160,7 +161,7 @@ def serve_command(
             err=True,
         )
     prepared = _Prepared(settings)
-    app = create_app(prepared.get, config)
+    app = create_app(prepared.get, config, prepared.agent_backends)
     sock = bind(host, port)
     address = url(sock)
 
@@ -188,43 +189,74 @@ def _check_defaults(defaults: dict[str, Any]) -> None:
 def _trained_defaults(
     settings: BackendSettings, defaults: dict[str, Any]
 ) -> dict[str, dict[str, Any]]:
-    """Per agent, the settings the applied adapter was trained with that no flag sets (only
-    the agents that read as it was trained: ``trained_settings_apply``), said once."""
-    found = adapter_trained_settings(settings)
-    if found is None:
-        return {}
-    name, trained = found
-    filled = {k: v for k, v in trained.reading_options().items() if k not in defaults}
-    agents = [agent for agent in AGENTS if trained_settings_apply(agent, trained)]
-    if not filled or not agents:
-        return {}
-    for said in describe_filled(name, filled, trained):
-        click.echo(
-            f"longread: {said}; for {', '.join(agents)} requests that do not set them", err=True
-        )
-    if grounds_its_exits(trained, {**defaults, **filled}):
-        filled["grounded_exit"] = True
-        click.echo(f"longread: {describe_grounded(name)}", err=True)
-    return {agent: filled for agent in agents}
+    """Per agent, the settings its applied adapter was trained with that no flag sets (only
+    the agents that read as it was trained: ``trained_settings_apply``), said once an
+    adapter."""
+    readers: dict[str, list[str]] = {}  # each adapter's agents, in AGENTS' order
+    found_for: dict[str, Any] = {}
+    for agent in AGENTS:
+        found = adapter_trained_settings(dataclasses.replace(settings, agent=agent))
+        if found is not None and trained_settings_apply(agent, found[1]):
+            readers.setdefault(found[0], []).append(agent)
+            found_for[found[0]] = found
+    trained_defaults: dict[str, dict[str, Any]] = {}
+    for name, agents in readers.items():
+        trained = found_for[name][1]
+        filled = {k: v for k, v in trained.reading_options().items() if k not in defaults}
+        if not filled:
+            continue
+        for said in describe_filled(name, filled, trained):
+            click.echo(
+                f"longread: {said}; for {', '.join(agents)} requests that do not set them",
+                err=True,
+            )
+        if grounds_its_exits(trained, {**defaults, **filled}):
+            filled["grounded_exit"] = True
+            click.echo(f"longread: {describe_grounded(name)}", err=True)
+        trained_defaults.update({agent: filled for agent in agents})
+    return trained_defaults
 
 
 class _Prepared:
     """The backend and its tokenizer, built in the server's event loop before it listens (the
-    HTTP backend's connections belong to that loop), handed to the app when it starts."""
+    HTTP backend's connections belong to that loop), handed to the app when it starts; and a
+    backend of its own for each agent that ships an adapter of its own (the bundled model
+    then runs once per adapter, sharing the tokenizer)."""
 
     def __init__(self, settings: BackendSettings) -> None:
         self.settings = settings
         self.pair: tuple[LLMBackend, Tokenizer] | None = None
+        self.own: dict[str, LLMBackend] = {}
 
     async def build(self) -> None:
         backend = make_backend(self.settings)
         try:
             tokenizer = await make_tokenizer(backend, self.settings)
+            self.own = self._agent_backends()
         except BaseException:
             await backend.aclose()
             raise
         self.pair = (backend, tokenizer)
 
+    def _agent_backends(self) -> dict[str, LLMBackend]:
+        """A backend for each agent whose adapter is not the shared one (one per adapter)."""
+        if self.settings.resolved_backend() != "llamacpp":
+            return {}
+        shared = self.settings.applied_adapter()
+        by_adapter: dict[str, LLMBackend] = {}
+        own = {}
+        for agent in AGENTS:
+            settings = dataclasses.replace(self.settings, agent=agent)
+            adapter = settings.applied_adapter()
+            if adapter and adapter != shared:
+                if adapter not in by_adapter:
+                    by_adapter[adapter] = make_backend(settings)  # loads on its first call
+                own[agent] = by_adapter[adapter]
+        return own
+
     async def get(self) -> tuple[LLMBackend, Tokenizer]:
         assert self.pair is not None, "build() runs before the app starts"
         return self.pair
+
+    def agent_backends(self) -> dict[str, LLMBackend]:
+        return self.own

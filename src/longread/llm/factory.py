@@ -41,6 +41,9 @@ class BackendSettings:
     base_model: bool = False  # the bundled model without its shipped memory adapter
     parallel: int | None = None  # embedded: calls decoded together (None: one at a time)
     lookup_decoding: bool = False  # embedded: greedy calls check drafted ids in one step
+    # The agent the backend serves: on the bundled model it gets its own shipped adapter
+    # where one ships (memory_adapter.bundled_memory_adapter); None: the shared one.
+    agent: str | None = None
 
     def resolved_backend(self) -> str:
         """The backend that will run: "auto" decided; UsageError for settings it cannot take."""
@@ -78,7 +81,7 @@ class BackendSettings:
         ``--adapter``, else the shipped memory adapter on the bundled model), or None."""
         from .memory_adapter import applied_adapter
 
-        adapter = applied_adapter(self.gguf, self.adapter, self.base_model)
+        adapter = applied_adapter(self.gguf, self.adapter, self.base_model, self.agent)
         return str(adapter) if adapter else None
 
 
@@ -104,7 +107,7 @@ def make_backend(settings: BackendSettings) -> LLMBackend:
         settings.gguf,
         quant=settings.quant,
         n_ctx=settings.n_ctx or SMOLLM2_CONTEXT,
-        adapter=settings.adapter,
+        adapter=settings.applied_adapter(),  # resolved for the agent it serves
         adapter_scale=settings.adapter_scale,
         base_model=settings.base_model,
         parallel=settings.parallel,

@@ -10,6 +10,10 @@ released loses (see README and docs/results.md). ``--base-model`` (``base_model=
 model as released; ``--adapter memory`` (``adapter="memory"``) names it explicitly. It applies
 only to the bundled model and only when no other adapter is given: a LoRA is tied to the base
 weights it was trained on.
+
+An agent may ship an adapter of its own (``smollm2-135m-<agent>.gguf``, e.g. memreread's,
+trained on its decisions): that agent then gets it in place of the shared one, by default and
+for ``--adapter memory``. The other agents keep the shared one.
 """
 
 from __future__ import annotations
@@ -26,47 +30,78 @@ MEMORY_ADAPTER_NAME = "memory"  # --adapter memory: the shipped adapter
 DEFAULT_ON = True  # applied to the bundled model without being asked
 
 
-def bundled_memory_adapter() -> Path | None:
-    """The shipped adapter file, or None in a build that has none."""
-    path = Path(str(importlib.resources.files("longread") / "adapters" / MEMORY_ADAPTER_FILE))
+def adapters_folder() -> Path:
+    """Where the package keeps its shipped adapters."""
+    return Path(str(importlib.resources.files("longread") / "adapters"))
+
+
+def agent_adapter_file(agent: str) -> str:
+    """The file name of an agent's own adapter (``smollm2-135m-memreread.gguf``)."""
+    return f"smollm2-135m-{agent}.gguf"
+
+
+def bundled_memory_adapter(agent: str | None = None) -> Path | None:
+    """The shipped adapter file ``agent`` reads with: its own where one ships, else the
+    shared one; None in a build that has none."""
+    folder = adapters_folder()
+    if agent is not None and (own := folder / agent_adapter_file(agent)).is_file():
+        return own
+    path = folder / MEMORY_ADAPTER_FILE
     return path if path.is_file() else None
 
 
-def memory_adapter_provenance() -> dict[str, Any] | None:
-    """The provenance record written next to the shipped adapter, or None."""
-    adapter = bundled_memory_adapter()
+def is_bundled(adapter: str | Path) -> bool:
+    """Whether ``adapter`` is one of the package's shipped adapter files."""
+    return Path(adapter).resolve().parent == adapters_folder().resolve()
+
+
+def memory_adapter_provenance(agent: str | None = None) -> dict[str, Any] | None:
+    """The provenance record written next to the shipped adapter ``agent`` reads with
+    (``bundled_memory_adapter``), or None."""
+    adapter = bundled_memory_adapter(agent)
     if adapter is None:
         return None
     record = adapter.with_suffix(".json")
     return json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
 
 
+def shipped_provenances() -> list[dict[str, Any]]:
+    """The provenance of every adapter shipped now: the shared one first, then each agent's."""
+    folder = adapters_folder()
+    shared = folder / MEMORY_ADAPTER_FILE
+    files = sorted(folder.glob("smollm2-135m-*.json"), key=lambda f: f.stem != shared.stem)
+    return [json.loads(f.read_text(encoding="utf-8")) for f in files]
+
+
 def memory_adapter_stage(sha256: str | None) -> str | None:
-    """The recipe stage (``sft1k``, ``grpo``...) of the memory adapter with this content hash,
-    shipped now or earlier (the provenance keeps the earlier ones under ``earlier``), so a run
-    made with any of them says which; None for any other adapter."""
-    provenance = memory_adapter_provenance()
-    if not sha256 or provenance is None:
+    """The recipe stage (``sft1k``, ``grpo``...) of the shipped adapter with this content
+    hash, shared or an agent's own, shipped now or earlier (the provenance keeps the earlier
+    ones under ``earlier``), so a run made with any of them says which; None for any other
+    adapter."""
+    if not sha256:
         return None
-    shipped = [provenance, *provenance.get("earlier", [])]
-    return next((record["stage"] for record in shipped if record["sha256"] == sha256), None)
+    for provenance in shipped_provenances():
+        for record in (provenance, *provenance.get("earlier", [])):
+            if record["sha256"] == sha256:
+                return str(record["stage"])
+    return None
 
 
 def applied_adapter(
-    gguf: str | Path | None, adapter: str | Path | None, base_model: bool
+    gguf: str | Path | None, adapter: str | Path | None, base_model: bool, agent: str | None = None
 ) -> Path | str | None:
     """The adapter the embedded backend applies: ``adapter`` when given (``"memory"``: the
-    shipped one); else, with ``DEFAULT_ON``, the shipped one on the bundled model (``gguf``
-    None) unless ``base_model``; else none."""
+    shipped one ``agent`` reads with); else, with ``DEFAULT_ON``, that one on the bundled
+    model (``gguf`` None) unless ``base_model``; else none."""
     if adapter and base_model:
         raise UsageError("--base-model runs the model without any adapter; drop --adapter")
     if adapter == MEMORY_ADAPTER_NAME:
-        shipped = bundled_memory_adapter()
+        shipped = bundled_memory_adapter(agent)
         if shipped is None:
             raise UsageError("this build of longread ships no memory adapter")
         return shipped
     if adapter:
         return adapter
     if DEFAULT_ON and gguf is None and not base_model:
-        return bundled_memory_adapter()
+        return bundled_memory_adapter(agent)
     return None

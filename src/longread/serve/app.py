@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -33,24 +33,35 @@ from .runs import RunHandle, RunManager
 
 # Builds the backend and the tokenizer that counts its tokens; called once, at startup.
 BackendFactory = Callable[[], Awaitable[tuple[LLMBackend, Tokenizer]]]
+# The agents with a backend of their own (built by then), each agent's; called after it.
+AgentBackends = Callable[[], Mapping[str, LLMBackend]]
 VIEW_PREFIX = "/view"
 
 
-def create_app(backend_factory: BackendFactory, settings: ServeConfig | None = None) -> FastAPI:
-    """The OpenAI-compatible app. Creates the runs folder (an OSError if it cannot)."""
+def create_app(
+    backend_factory: BackendFactory,
+    settings: ServeConfig | None = None,
+    agent_backends: AgentBackends | None = None,
+) -> FastAPI:
+    """The OpenAI-compatible app. Creates the runs folder (an OSError if it cannot).
+    ``agent_backends``: the agents that read with a backend of their own (the bundled model
+    with an agent's own shipped adapter); the rest share ``backend_factory``'s."""
     settings = settings or ServeConfig()
     settings.runs_dir.mkdir(parents=True, exist_ok=True)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         backend, tokenizer = await backend_factory()
-        manager = RunManager(backend, tokenizer, settings)
+        own = dict(agent_backends()) if agent_backends else {}
+        manager = RunManager(backend, tokenizer, settings, own)
         app.state.manager = manager
         try:
             yield
         finally:
             await manager.close()
             await backend.aclose()
+            for other in {id(b): b for b in own.values()}.values():
+                await other.aclose()
 
     app = FastAPI(
         title="longread",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -116,8 +116,17 @@ class RunHandle:
 class RunManager:
     """Starts runs, lets identical requests share them, and cancels the abandoned ones."""
 
-    def __init__(self, backend: LLMBackend, tokenizer: Tokenizer, settings: ServeConfig) -> None:
+    def __init__(
+        self,
+        backend: LLMBackend,
+        tokenizer: Tokenizer,
+        settings: ServeConfig,
+        agent_backends: Mapping[str, LLMBackend] | None = None,
+    ) -> None:
         self.backend = backend
+        # Agents that read with a backend of their own (the bundled model with the agent's own
+        # shipped adapter); every other agent reads with ``backend``.
+        self.agent_backends = dict(agent_backends or {})
         self.tokenizer = tokenizer
         self.settings = settings
         self._runs: dict[str, RunHandle] = {}  # by key: in flight, or finished lately
@@ -224,7 +233,8 @@ class RunManager:
         def progress(step: Step, expected_calls: int) -> None:
             handle.publish(Called(step, expected_calls))
 
-        agent = make_agent(request.agent, self.backend, self.tokenizer, request.config, progress)
+        backend = self.agent_backends.get(request.agent, self.backend)
+        agent = make_agent(request.agent, backend, self.tokenizer, request.config, progress)
         plan, chunks = await agent.chunks(request.question, request.document)
         handle.publish(Started(len(chunks), plan.chunk_tokens, plan.note()))
         # The server named the run before it started (the id went out in headers).

@@ -245,6 +245,13 @@ class RunSection:
         "sft with agent memreread: weight of the decide rows (a sub-question or <stop/>, a "
         "few tokens each) in the loss; 1 = a plain token mean",
     )
+    followup_weight: float = option(
+        1.0,
+        "sft with agent memreread: the decide rows that ask a sub-question after a round (the "
+        "place's code, once the first hop found the place; a warm start repeated the "
+        "history's question there, stop 63) weigh this times decision_weight; 1 = as the "
+        "other decisions",
+    )
     update_share: float = option(
         1.0,
         "sft: share of the updates that take in no evidence kept as training rows (drawn at "
@@ -390,8 +397,11 @@ class TrainConfig:
         ):
             if not 0.0 <= chance <= 1.0:
                 raise UsageError(f"{name} is a chance: between 0 and 1")
-        if min(self.run.evidence_weight, self.run.decision_weight) < 0:
-            raise UsageError("run.evidence_weight and run.decision_weight must be 0 or more")
+        weights = (self.run.evidence_weight, self.run.decision_weight, self.run.followup_weight)
+        if min(weights) < 0:
+            raise UsageError(
+                "run.evidence_weight, run.decision_weight and run.followup_weight must be 0 or more"
+            )
         if not self.data.train:
             raise UsageError("data.train is empty: name the training data files or folders")
 

@@ -59,6 +59,7 @@ class OracleTurn:
     kind: str  # "update", "probe" (the exit probe), "final"; MemReread's "decide", "integrate"
     takes_evidence: bool = False  # an update whose notes take in evidence from its section
     from_empty: bool = False  # an update shown empty notes: where a made-up answer starts
+    follows_up: bool = False  # a MemReread decision that asks again after a round (history)
 
 
 # Longest run of filler sentences a noisy prompt adds to the notes (the shipped adapter's
@@ -268,6 +269,7 @@ def oracle_rows(
     first_hop: float = 0.0,
     decision_weight: float = 1.0,
     row_kinds: Collection[str] = (),
+    followup_weight: float = 1.0,
 ) -> list[TrainingRow]:
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
@@ -287,8 +289,10 @@ def oracle_rows(
     them; none draws nothing. ``noisy_yes``: the exit probe's "yes" also on noisy notes
     (``oracle_episode``). ``first_hop``: MemReread's first-hop rounds (``reread_episode``).
     ``decision_weight``: the weight of MemReread's decide rows (a few tokens each, so a plain
-    token mean gives them little say against the updates). ``row_kinds``: only the turns of
-    these kinds become rows (all, when empty); the episodes and their draws are unchanged."""
+    token mean gives them little say against the updates); those that ask a sub-question after
+    a round (``OracleTurn.follows_up``) weigh ``followup_weight`` times that. ``row_kinds``:
+    only the turns of these kinds become rows (all, when empty); the episodes and their draws
+    are unchanged."""
     eos = policy.tokenizer.eos_token_id
     rng = rng or random.Random(0)
     rows = []
@@ -317,7 +321,7 @@ def oracle_rows(
                     rollout="oracle",
                     step=index,
                     is_final=turn.kind == "final",
-                    weight=_weight(turn, evidence_weight, decision_weight),
+                    weight=_weight(turn, evidence_weight, decision_weight, followup_weight),
                 )
             )
     return rows
@@ -350,10 +354,14 @@ async def _episode(
     )
 
 
-def _weight(turn: OracleTurn, evidence_weight: float, decision_weight: float) -> float:
+def _weight(
+    turn: OracleTurn, evidence_weight: float, decision_weight: float, followup_weight: float
+) -> float:
     if turn.takes_evidence:
         return evidence_weight
-    return decision_weight if turn.kind == "decide" else 1.0
+    if turn.kind != "decide":
+        return 1.0
+    return decision_weight * (followup_weight if turn.follows_up else 1.0)
 
 
 def _cap(reader: MemAgent, kind: str) -> int:

@@ -171,7 +171,9 @@ def _decide(
     agent: MemReread, question: str, memory: str, history: list[tuple[str, str]], reply: str
 ) -> OracleTurn:
     messages = decide_messages(question, memory, history, agent.config.prompts)
-    return OracleTurn(messages, reply, "decide")
+    # A sub-question asked after a round: the decision that must not repeat the history's.
+    follows_up = bool(history) and reply != "<stop/>"
+    return OracleTurn(messages, reply, "decide", follows_up=follows_up)
 
 
 def _reread(

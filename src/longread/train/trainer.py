@@ -234,6 +234,7 @@ class Trainer:
             first_hop=run.first_hop,
             decision_weight=run.decision_weight,
             row_kinds=run.row_kinds,
+            followup_weight=run.followup_weight,
         )
         if not rows:
             raise UsageError(
