@@ -119,7 +119,8 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
   # (--grounded-exit on; an exit on without it reads --grounded-exit off), notes
   # (--grounded-notes on), focused (--focused-notes on), exact (--exact-copies on), reread
   # (--focused-reread on), rule-STOP (an earlier rule of focused rereads, by
-  # recipes/smollm2/earlier_rule.py STOP), max-reread-N (--max-reread N), or several joined by +
+  # recipes/smollm2/earlier_rule.py STOP), max-reread-N (--max-reread N), decide-STAGE
+  # (--decision-adapter recipes/smollm2/runs/STAGE/adapter.gguf), or several joined by +
   # (section-first+exit-off); the run folder's name ends with HOW
   local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part runner=("$LONGREAD")
   local out="$RUNS/$agent-$model-$set-$length${5:+-$5}" data="$DATA/${set}_${length}.jsonl"
@@ -141,6 +142,8 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
       reread) flags+=(--focused-reread on) ;;
       rule-*) runner=(.venv/bin/python recipes/smollm2/earlier_rule.py "${part#rule-}") ;;
       max-reread-*) flags+=(--max-reread "${part#max-reread-}") ;;  # memreread's rounds
+      # memreread's decide and integrate calls with a recipe stage's adapter (the rest: MODEL's)
+      decide-*) flags+=(--decision-adapter "recipes/smollm2/runs/${part#decide-}/adapter.gguf") ;;
       *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
     esac
   done

@@ -134,7 +134,11 @@ class ServerThread:
     """``create_app`` served by uvicorn on a free port of 127.0.0.1, in a background thread."""
 
     def __init__(
-        self, backend: Any, settings: ServeConfig, agent_backends: dict[str, Any] | None = None
+        self,
+        backend: Any,
+        settings: ServeConfig,
+        agent_backends: dict[str, Any] | None = None,
+        call_backends: dict[str, Any] | None = None,
     ) -> None:
         self.backend = backend
         self.settings = settings
@@ -142,7 +146,9 @@ class ServerThread:
         async def factory() -> tuple[Any, WordTokenizer]:
             return backend, WordTokenizer()
 
-        self.app = create_app(factory, settings, lambda: agent_backends or {})
+        self.app = create_app(
+            factory, settings, lambda: agent_backends or {}, lambda: call_backends or {}
+        )
         self._sock = bind("127.0.0.1", 0)
         self.url = url(self._sock)
         config = uvicorn.Config(self.app, log_level="warning", timeout_graceful_shutdown=1)
@@ -203,16 +209,20 @@ SMALL_AGENT = {"chunk_tokens": 60, "memory_tokens": 64, "final_tokens": 16}
 def start_servers(tmp_path: Path) -> tuple[Callable[..., ServerThread], Callable[[], None]]:
     """A function starting servers (``ServeConfig`` fields as keywords; small chunks and a
     runs folder under ``tmp_path`` by default; ``agent_backends``: the agents that read with a
-    backend of their own), and one stopping them all."""
+    backend of their own; ``call_backends``: kinds of call that go to one), and one stopping
+    them all."""
     servers: list[ServerThread] = []
 
     def start(
-        backend: Any | None = None, agent_backends: dict[str, Any] | None = None, **settings: Any
+        backend: Any | None = None,
+        agent_backends: dict[str, Any] | None = None,
+        call_backends: dict[str, Any] | None = None,
+        **settings: Any,
     ) -> ServerThread:
         settings.setdefault("runs_dir", tmp_path / "runs")
         settings.setdefault("agent_defaults", dict(SMALL_AGENT))
         config = ServeConfig(**settings)
-        server = ServerThread(backend or scripted_reader(), config, agent_backends)
+        server = ServerThread(backend or scripted_reader(), config, agent_backends, call_backends)
         servers.append(server.__enter__())
         return server
 

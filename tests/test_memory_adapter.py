@@ -167,3 +167,38 @@ def test_reports_keep_lookup_decoding_runs_apart(tmp_path: Path) -> None:
         return tmp_path, {"agent": "memagent", "agent_config": {}, "backend": backend}
 
     assert agent_labels([run(False), run(True)]) == ["memagent", "memagent + lookup decoding"]
+
+
+def test_a_decision_adapter_is_recorded_named_and_kept_to(tmp_path: Path) -> None:
+    """--decision-adapter (MemReread's decide and integrate calls): the run records it by
+    content, its report row names it, and a resume without it (or with another) is refused."""
+    from longread.eval.report import agent_labels
+
+    decisions = tmp_path / "runs" / "sft28w" / "adapter.gguf"
+    decisions.parent.mkdir(parents=True)
+    decisions.write_bytes(b"a decision adapter")
+    calls = {"decide": str(decisions), "integrate": str(decisions)}
+    settings = BackendSettings(adapter="memory", call_adapters=calls)
+    backend = save_config(tmp_path / "run", settings)["backend"]
+    sha = "sha256:" + hashlib.sha256(b"a decision adapter").hexdigest()
+    assert {r["adapter_sha256"] for r in backend["call_adapters"].values()} == {sha}
+    config = {"agent": "memreread", "agent_config": {}, "backend": backend}
+    stage = memory_adapter_provenance()["stage"]
+    assert agent_labels([(tmp_path, config)]) == [
+        f"memreread + memory adapter {stage} + decisions sft28w"
+    ]
+    with pytest.raises(UsageError, match="different adapters for its decide/integrate calls"):
+        save_config(tmp_path / "run", BackendSettings(adapter="memory"))
+    # a run without one keeps its record as it was, and resumes as such
+    plain = save_config(tmp_path / "plain", BackendSettings(adapter="memory"))["backend"]
+    assert "call_adapters" not in plain
+    with pytest.raises(UsageError, match="decide/integrate"):
+        save_config(tmp_path / "plain", settings)
+
+
+def test_a_decision_adapter_is_for_the_embedded_model_with_adapters(no_server: None) -> None:
+    calls = {"decide": "d.gguf", "integrate": "d.gguf"}
+    with pytest.raises(UsageError, match="a server loads its own adapters"):
+        BackendSettings(base_url="http://127.0.0.1:9/v1", call_adapters=calls).resolved_backend()
+    with pytest.raises(UsageError, match="drop --decision-adapter"):
+        BackendSettings(base_model=True, call_adapters=calls).resolved_backend()

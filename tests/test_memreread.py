@@ -223,3 +223,22 @@ def test_a_decision_cut_inside_its_tag_keeps_the_question_without_the_tag():
     decision = parse_decision("<subquestion>Which city holds the vault?", [])
     assert decision.sub_question == "Which city holds the vault?"
     assert FORMAT_ERROR in decision.flags
+
+
+async def test_a_decision_backend_takes_the_decide_and_integrate_calls_only():
+    """``call_backends`` (``--decision-adapter``): the decisions and integrations go to their
+    own backend (the model with a decision adapter), the reading passes to the agent's."""
+    reader = ScriptedBackend([Router([])] * 100)
+    decider = ScriptedBackend([Router(["<subquestion>Which city?</subquestion>", "<stop/>"])] * 9)
+    agent = MemReread(
+        reader, WordTokenizer(), MemRereadConfig(max_reread=2),
+        call_backends={"decide": decider, "integrate": decider},
+    )  # fmt: skip
+    run = await agent.run("Where is the vault?", chunks(2))
+    assert run.answer == "Zurich"
+    prompts = [messages[0]["content"] for messages, _ in decider.requests]
+    assert len(prompts) == 3  # decide, integrate, decide
+    assert all("Section:" not in p for p in prompts)
+    read = [messages[0]["content"] for messages, _ in reader.requests]
+    assert len(read) == 2 + 2 + 1 + 1  # root, reread, its answer, the final answer
+    assert not any("Decide whether the memory is enough" in p for p in read)

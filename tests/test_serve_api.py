@@ -11,6 +11,7 @@ from openai import BadRequestError
 
 from longread.trace import Run
 
+from .scripted import ScriptedBackend
 from .serve_helpers import QUESTION, client, curl, document, scripted_reader
 
 ANSWER = "4720519"
@@ -202,6 +203,21 @@ def test_an_agent_with_an_adapter_of_its_own_reads_with_its_own_backend(start):
     _, reply = ask(server, message, model="longread-memagent", extra_body=extension)
     assert reply.choices[0].message.content == ANSWER
     assert shared.requests
+
+
+def test_a_decision_adapter_s_backend_takes_memreread_s_decisions(start):
+    """serve --decision-adapter: memreread's decide calls go to the model with it."""
+    shared, decider = scripted_reader(), ScriptedBackend(["<stop/>"] * 5)
+    server = start(shared, call_backends={"decide": decider, "integrate": decider})
+    extension = {"longread": {"document": document()}}
+    message = [{"role": "user", "content": QUESTION}]
+    _, reply = ask(server, message, model="longread-memreread", extra_body=extension)
+    assert reply.choices[0].message.content == ANSWER
+    assert len(decider.requests) == 1  # <stop/> at once: one decision
+    assert "Decide whether the memory is enough" in decider.requests[0][0][0]["content"]
+    assert shared.requests and all(
+        "Decide whether" not in messages[0]["content"] for messages, _ in shared.requests
+    )
 
 
 def test_curl_gets_a_plain_sse_stream_ending_in_done(start):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -87,6 +87,9 @@ class CallContext:
     sample_id: str | None = None
     record_tokens: bool = False
     sink: StepSink | None = None
+    # Kinds of call sent to a backend of their own (MemReread's decisions with a decision
+    # adapter); every other call goes to ``backend``.
+    call_backends: Mapping[str, LLMBackend] = field(default_factory=dict)
     # Where each note of this run's memories was read (citations; see longread.citations).
     provenance: Provenance = field(default_factory=Provenance)
     _pending: Step | None = field(default=None, init=False, repr=False)
@@ -128,7 +131,8 @@ class CallContext:
             params = replace(params, record_tokens=True)
         self.flush()  # the previous step is complete: its reply was read before this call
         started = utc_now()
-        completion = await self.backend.chat(messages, params)
+        backend = self.call_backends.get(kind, self.backend)
+        completion = await backend.chat(messages, params)
         record = Step.from_completion(
             kind, step, messages, completion, started=started,
             record_tokens=self.record_tokens, **extra,
@@ -178,12 +182,15 @@ class AgentBase(Generic[ConfigT]):
         progress: ProgressCallback | None = None,
         *,
         record_tokens: bool = False,
+        call_backends: Mapping[str, LLMBackend] | None = None,
     ) -> None:
         self.backend = backend
         self.tokenizer = tokenizer
         self.config: ConfigT = config if config is not None else self.config_class()
         self.progress = progress
         self.record_tokens = record_tokens
+        # Kinds of call sent to a backend of their own (CallContext.call_backends).
+        self.call_backends = dict(call_backends or {})
 
     def plan(self, question: str) -> ChunkPlan:
         """The chunk size this agent will use for ``question`` on its backend's window."""
@@ -223,7 +230,7 @@ class AgentBase(Generic[ConfigT]):
         return CallContext(
             self.backend, self.tokenizer, self.progress,
             sample_id=sample_id, record_tokens=self.record_tokens, sink=sink,
-            run_id=run_id or new_run_id(),
+            run_id=run_id or new_run_id(), call_backends=self.call_backends,
         )  # fmt: skip
 
     def make_run(

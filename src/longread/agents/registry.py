@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -59,16 +60,21 @@ def make_agent(
     progress: ProgressCallback | None = None,
     *,
     record_tokens: bool = False,
+    call_backends: Mapping[str, LLMBackend] | None = None,
 ) -> AgentBase[Any]:
     """Build agent ``name`` around ``backend``: ``await make_agent("rag", b, t).run(q, doc)``.
-    ``record_tokens`` keeps prompt ids, sampled ids and logprobs in every step (training)."""
+    ``record_tokens`` keeps prompt ids, sampled ids and logprobs in every step (training);
+    ``call_backends``: kinds of call ("decide", ...) sent to a backend of their own."""
     spec = agent_spec(name)
     config = config or spec.config()
     if not isinstance(config, spec.config):
         raise UsageError(
             f"agent {name} takes a {spec.config.__name__}, not a {type(config).__name__}"
         )
-    return spec.agent(backend, tokenizer, config, progress=progress, record_tokens=record_tokens)
+    return spec.agent(
+        backend, tokenizer, config, progress=progress, record_tokens=record_tokens,
+        call_backends=call_backends,
+    )  # fmt: skip
 
 
 def agent_spec(name: str) -> AgentSpec:

@@ -100,7 +100,7 @@ async def _eval_run(
 ) -> Summary:
     from ..eval.runner import check_samples, run_eval
     from ..eval.store import RunStore, run_config
-    from ..llm.factory import make_backend, make_tokenizer
+    from ..llm.factory import close_all, make_backend, make_call_backends, make_tokenizer
 
     files = [Path(data)]
     if files[0].is_dir():  # every data file in the tree (RULER's <length>/data/<task>/ layout)
@@ -120,6 +120,7 @@ async def _eval_run(
         store.save_config(run)
         _note_foreign_results(store, samples, out)
         backend = make_backend(settings)
+        call_backends = make_call_backends(settings)  # --decision-adapter's
         concurrency, note = samples_at_once(backend, *requested)
         if note:
             click.echo(f"longread: note: {note}", err=True)
@@ -132,7 +133,13 @@ async def _eval_run(
             summary = await run_eval(
                 samples,
                 lambda report: make_agent(
-                    agent, backend, tokenizer, config, report, record_tokens=record_tokens
+                    agent,
+                    backend,
+                    tokenizer,
+                    config,
+                    report,
+                    record_tokens=record_tokens,
+                    call_backends=call_backends,
                 ),
                 store,
                 concurrency,
@@ -140,6 +147,7 @@ async def _eval_run(
             )
         finally:
             await backend.aclose()
+            await close_all(call_backends.values())
     return summary
 
 

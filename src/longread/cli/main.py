@@ -16,7 +16,13 @@ from ..agents.multi import MultiQuestionAgent
 from ..agents.registry import AGENTS, make_agent, make_config
 from ..citations import locate, sources_line
 from ..errors import UsageError
-from ..llm.factory import BackendSettings, make_backend, make_tokenizer
+from ..llm.factory import (
+    BackendSettings,
+    close_all,
+    make_backend,
+    make_call_backends,
+    make_tokenizer,
+)
 from ..text import achunk_file
 from ..trace import DISCARD, Run, StepSink, TraceWriter
 from .data import data_group
@@ -178,6 +184,7 @@ async def _ask(
     batches = [list(questions)] if together else [[q] for q in questions]
     sinks: list[StepSink] = [*writers] if writers else [DISCARD] * len(questions)
     backend = make_backend(settings)
+    call_backends = make_call_backends(settings)  # --decision-adapter's
     try:
         tokenizer = await make_tokenizer(backend, settings)
         runs: list[Run] = []
@@ -190,12 +197,14 @@ async def _ask(
                     config,
                     progress.update,
                     record_tokens=record_tokens,
+                    call_backends=call_backends,
                 )
                 batch_sinks = sinks[len(runs) : len(runs) + len(batch)]
                 runs += await _read_file(agent, progress, file, name, batch, batch_sinks)
         return runs
     finally:
         await backend.aclose()
+        await close_all(call_backends.values())
 
 
 async def _read_file(

@@ -17,7 +17,7 @@ import click
 from ..agents.prompts import PROMPT_SETS
 from ..agents.registry import AGENTS
 from ..errors import UsageError
-from ..llm.factory import BackendSettings
+from ..llm.factory import DECISION_CALLS, BackendSettings
 from ..llm.memory_adapter import MEMORY_ADAPTER_FILE, is_bundled
 from ..llm.trained_settings import TrainedSettings, read_trained_settings
 
@@ -99,13 +99,21 @@ def backend_options(func: Any) -> Any:
             "--adapter",
             type=click.Path(dir_okay=False),
             help="LoRA adapter GGUF for the embedded model (as the trainer exports it), or "
-            "'memory': the memory adapter shipped for the bundled SmolLM2.",
+            "'memory': the memory adapter shipped for the bundled SmolLM2 (the agent's own "
+            "where one ships for it; the default on the bundled model).",
         ),
         click.option(
             "--base-model",
             is_flag=True,
             help="Run the bundled SmolLM2 without its shipped memory adapter (the model as "
             "released).",
+        ),
+        click.option(
+            "--decision-adapter",
+            type=click.Path(dir_okay=False),
+            help="memreread on the embedded model: a LoRA adapter GGUF for its decide and "
+            "integrate calls only; its reading passes keep --adapter (or the shipped one). "
+            "The model is loaded once more, with it.",
         ),
         click.option(
             "--adapter-scale",
@@ -278,7 +286,13 @@ def backend_settings(options: dict[str, Any], agent: str | None = None) -> Backe
         parallel=options.pop("parallel"),
         lookup_decoding=options.pop("lookup_decoding"),
         agent=agent,
+        call_adapters=decision_calls(options.pop("decision_adapter", None)),
     )
+
+
+def decision_calls(adapter: str | None) -> dict[str, str] | None:
+    """``--decision-adapter``'s call adapters: MemReread's decide and integrate calls."""
+    return {kind: adapter for kind in DECISION_CALLS} if adapter else None
 
 
 # How each trained setting is said on stderr, and the flag that overrides it.

@@ -13,7 +13,7 @@ import click
 from ..agents.registry import AGENTS, make_config
 from ..errors import UsageError
 from ..llm.base import LLMBackend
-from ..llm.factory import BackendSettings, make_backend, make_tokenizer
+from ..llm.factory import BackendSettings, make_backend, make_call_backends, make_tokenizer
 from ..text.tokenizer import Tokenizer
 from .options import (
     adapter_trained_settings,
@@ -161,7 +161,7 @@ def serve_command(
             err=True,
         )
     prepared = _Prepared(settings)
-    app = create_app(prepared.get, config, prepared.agent_backends)
+    app = create_app(prepared.get, config, prepared.agent_backends, prepared.call_backends)
     sock = bind(host, port)
     address = url(sock)
 
@@ -227,12 +227,14 @@ class _Prepared:
         self.settings = settings
         self.pair: tuple[LLMBackend, Tokenizer] | None = None
         self.own: dict[str, LLMBackend] = {}
+        self.calls: dict[str, LLMBackend] = {}
 
     async def build(self) -> None:
         backend = make_backend(self.settings)
         try:
             tokenizer = await make_tokenizer(backend, self.settings)
             self.own = self._agent_backends()
+            self.calls = make_call_backends(self.settings)  # --decision-adapter's
         except BaseException:
             await backend.aclose()
             raise
@@ -260,3 +262,6 @@ class _Prepared:
 
     def agent_backends(self) -> dict[str, LLMBackend]:
         return self.own
+
+    def call_backends(self) -> dict[str, LLMBackend]:
+        return self.calls

@@ -337,16 +337,25 @@ def _model_agent(config: dict[str, Any]) -> str:
 
 def _adapter_name(config: dict[str, Any], backend: dict[str, Any]) -> str:
     adapter = backend.get("adapter")
-    if not adapter:
-        return str(config["agent"])
+    name = str(config["agent"])
+    if adapter:
+        name += f" + {_one_adapter(adapter, backend.get('adapter_sha256'))}"
+    # --decision-adapter: MemReread's decisions read with an adapter of their own
+    decisions = (backend.get("call_adapters") or {}).get("decide")
+    if decisions:
+        name += f" + decisions {_one_adapter(decisions['adapter'], decisions['adapter_sha256'])}"
+    return name
+
+
+def _one_adapter(adapter: str, sha256: str | None) -> str:
     # A memory adapter longread shipped (now or before) is named by its recipe stage: every
     # one of them has the same file name.
-    stage = memory_adapter_stage(backend.get("adapter_sha256"))
+    stage = memory_adapter_stage(sha256)
     if stage:
-        return f"{config['agent']} + memory adapter {stage}"
+        return f"memory adapter {stage}"
     # A training run publishes adapter.gguf in its run folder: the folder names the stage.
     path = Path(adapter)
-    return f"{config['agent']} + {path.parent.name if path.stem == 'adapter' else path.stem}"
+    return path.parent.name if path.stem == "adapter" else path.stem
 
 
 def _table(rows: list[Row]) -> list[str]:

@@ -118,6 +118,15 @@ def _check_adapter(saved: dict[str, Any], new: dict[str, Any], run_dir: Path) ->
             return None, None, None
         return backend["adapter_sha256"], backend.get("adapter_scale"), backend.get("adapter")
 
+    def call_adapters(config: dict[str, Any]) -> dict[str, Any]:
+        calls = (config.get("backend") or {}).get("call_adapters") or {}
+        return {kind: record.get("adapter_sha256") for kind, record in calls.items()}
+
+    if call_adapters(saved) != call_adapters(new):
+        raise UsageError(
+            f"{run_dir} holds a run with different adapters for its {_kinds(saved, new)} "
+            "calls (--decision-adapter); resume with the same ones or pass a new --out folder"
+        )
     saved_hash, saved_scale, saved_path = adapter(saved)
     new_hash, new_scale, new_path = adapter(new)
     if (saved_hash, saved_scale) == (new_hash, new_scale):
@@ -131,6 +140,13 @@ def _check_adapter(saved: dict[str, Any], new: dict[str, Any], run_dir: Path) ->
         "of the bundled model without its memory adapter: --base-model) or pass a new --out "
         "folder"
     )
+
+
+def _kinds(saved: dict[str, Any], new: dict[str, Any]) -> str:
+    kinds = set()
+    for config in (saved, new):
+        kinds |= set((config.get("backend") or {}).get("call_adapters") or {})
+    return "/".join(sorted(kinds))
 
 
 def _data_change(saved: dict[str, Any], new: dict[str, Any]) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
@@ -17,6 +18,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "llamacpp", "openai")
+# The calls in which MemReread decides what to reread and folds its answer in: where a
+# decision adapter (--decision-adapter) applies, the reading passes keeping the memory adapter.
+DECISION_CALLS = ("decide", "integrate")
 
 
 @dataclass
@@ -44,6 +48,9 @@ class BackendSettings:
     # The agent the backend serves: on the bundled model it gets its own shipped adapter
     # where one ships (memory_adapter.bundled_memory_adapter); None: the shared one.
     agent: str | None = None
+    # Step kind -> LoRA adapter GGUF for those calls only (the embedded model, loaded once
+    # more per adapter): --decision-adapter's decide and integrate calls.
+    call_adapters: dict[str, str] | None = None
 
     def resolved_backend(self) -> str:
         """The backend that will run: "auto" decided; UsageError for settings it cannot take."""
@@ -72,6 +79,14 @@ class BackendSettings:
             )
         if self.lookup_decoding and self.parallel is not None:
             raise UsageError("--lookup-decoding works on one call at a time; drop --parallel")
+        if self.call_adapters and resolved == "openai":
+            raise UsageError(
+                "--decision-adapter applies a LoRA to the embedded model; a server loads its "
+                "own adapters"
+            )
+        if self.call_adapters and self.base_model:
+            raise UsageError("--base-model runs the model without any adapter; drop "
+                             "--decision-adapter")  # fmt: skip
         if self.adapter_scale != 1.0 and resolved == "llamacpp" and not self.applied_adapter():
             raise UsageError("--adapter-scale scales an --adapter; none was given")
         return resolved
@@ -113,6 +128,25 @@ def make_backend(settings: BackendSettings) -> LLMBackend:
         parallel=settings.parallel,
         lookup_decoding=settings.lookup_decoding,
     )
+
+
+def make_call_backends(settings: BackendSettings) -> dict[str, LLMBackend]:
+    """A backend for each kind of call with an adapter of its own (``call_adapters``): the
+    embedded model with that adapter, one per adapter; {} when none."""
+    by_adapter: dict[str, LLMBackend] = {}
+    backends = {}
+    for kind, adapter in (settings.call_adapters or {}).items():
+        if adapter not in by_adapter:
+            own = replace(settings, adapter=adapter, call_adapters=None)
+            by_adapter[adapter] = make_backend(own)
+        backends[kind] = by_adapter[adapter]
+    return backends
+
+
+async def close_all(backends: Iterable[LLMBackend]) -> None:
+    """Close each backend once (several kinds of call may share one)."""
+    for backend in {id(b): b for b in backends}.values():
+        await backend.aclose()
 
 
 async def make_tokenizer(backend: LLMBackend, settings: BackendSettings) -> Tokenizer:

@@ -33,7 +33,7 @@ from .runs import RunHandle, RunManager
 
 # Builds the backend and the tokenizer that counts its tokens; called once, at startup.
 BackendFactory = Callable[[], Awaitable[tuple[LLMBackend, Tokenizer]]]
-# The agents with a backend of their own (built by then), each agent's; called after it.
+# Agents (or kinds of call) with a backend of their own (built by then); called after it.
 AgentBackends = Callable[[], Mapping[str, LLMBackend]]
 VIEW_PREFIX = "/view"
 
@@ -42,10 +42,13 @@ def create_app(
     backend_factory: BackendFactory,
     settings: ServeConfig | None = None,
     agent_backends: AgentBackends | None = None,
+    call_backends: AgentBackends | None = None,
 ) -> FastAPI:
     """The OpenAI-compatible app. Creates the runs folder (an OSError if it cannot).
     ``agent_backends``: the agents that read with a backend of their own (the bundled model
-    with an agent's own shipped adapter); the rest share ``backend_factory``'s."""
+    with an agent's own shipped adapter); the rest share ``backend_factory``'s.
+    ``call_backends``: the kinds of call sent to a backend of their own (``--decision-adapter``:
+    MemReread's decide and integrate calls)."""
     settings = settings or ServeConfig()
     settings.runs_dir.mkdir(parents=True, exist_ok=True)
 
@@ -53,14 +56,15 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         backend, tokenizer = await backend_factory()
         own = dict(agent_backends()) if agent_backends else {}
-        manager = RunManager(backend, tokenizer, settings, own)
+        calls = dict(call_backends()) if call_backends else {}
+        manager = RunManager(backend, tokenizer, settings, own, calls)
         app.state.manager = manager
         try:
             yield
         finally:
             await manager.close()
             await backend.aclose()
-            for other in {id(b): b for b in own.values()}.values():
+            for other in {id(b): b for b in [*own.values(), *calls.values()]}.values():
                 await other.aclose()
 
     app = FastAPI(

@@ -122,8 +122,11 @@ class RunManager:
         tokenizer: Tokenizer,
         settings: ServeConfig,
         agent_backends: Mapping[str, LLMBackend] | None = None,
+        call_backends: Mapping[str, LLMBackend] | None = None,
     ) -> None:
         self.backend = backend
+        # Kinds of call with a backend of their own (--decision-adapter), for every agent.
+        self.call_backends = dict(call_backends or {})
         # Agents that read with a backend of their own (the bundled model with the agent's own
         # shipped adapter); every other agent reads with ``backend``.
         self.agent_backends = dict(agent_backends or {})
@@ -234,7 +237,10 @@ class RunManager:
             handle.publish(Called(step, expected_calls))
 
         backend = self.agent_backends.get(request.agent, self.backend)
-        agent = make_agent(request.agent, backend, self.tokenizer, request.config, progress)
+        agent = make_agent(
+            request.agent, backend, self.tokenizer, request.config, progress,
+            call_backends=self.call_backends,
+        )  # fmt: skip
         plan, chunks = await agent.chunks(request.question, request.document)
         handle.publish(Started(len(chunks), plan.chunk_tokens, plan.note()))
         # The server named the run before it started (the id went out in headers).
