@@ -105,6 +105,56 @@ def test_serve_gives_each_agent_its_adapter_s_settings_and_a_backend_per_adapter
     said = capsys.readouterr().err
     assert said.count("memreread's memory adapter was trained with") == 1
     assert said.count("the memory adapter was trained with") == 1
-    own = _Prepared(BackendSettings())._agent_backends()
-    assert list(own) == ["memreread"]  # the rest share the server's backend
-    assert own["memreread"].adapter_path == shipped["own"][0]  # loaded on its first call
+    prepared = _Prepared(BackendSettings())
+    prepared._agent_backends()
+    assert list(prepared.own) == ["memreread"] and not prepared.calls  # the rest share one
+    assert prepared.own["memreread"].adapter_path == shipped["own"][0]  # loaded when called
+
+
+@pytest.fixture
+def for_decisions(shipped):
+    """memreread's own adapter shipped for its decide and integrate calls only."""
+    record = shipped["own"][0].with_suffix(".json")
+    record.write_text(json.dumps({**json.loads(record.read_text()), "calls": DECISIONS}))
+    return shipped
+
+
+DECISIONS = ["decide", "integrate"]
+
+
+def test_an_adapter_for_some_calls_takes_those_and_the_shared_one_the_rest(for_decisions):
+    own, shared = str(for_decisions["own"][0]), str(for_decisions["shared"][0])
+    assert applied(agent="memreread") == shared
+    settings = BackendSettings(agent="memreread")
+    assert settings.applied_call_adapters() == dict.fromkeys(DECISIONS, own)
+    memory = BackendSettings(agent="memreread", adapter="memory")
+    assert memory.applied_call_adapters() == dict.fromkeys(DECISIONS, own)
+    # the reading passes read as the shared adapter was trained
+    assert adapter_trained_settings(settings)[0] == "the memory adapter"
+    # not for another agent, an adapter named, the model as released, or --decision-adapter
+    assert BackendSettings(agent="memagent").applied_call_adapters() == {}
+    assert BackendSettings(agent="memreread", adapter="x.gguf").applied_call_adapters() == {}
+    assert BackendSettings(agent="memreread", base_model=True).applied_call_adapters() == {}
+    given = BackendSettings(agent="memreread", call_adapters=dict.fromkeys(DECISIONS, "d.gguf"))
+    assert given.applied_call_adapters() == dict.fromkeys(DECISIONS, "d.gguf")
+
+
+def test_an_eval_run_records_the_adapter_its_decisions_read_with(for_decisions, tmp_path):
+    from longread.eval.store import RunStore, run_config
+
+    with RunStore(tmp_path / "run") as store:
+        store.save_config(run_config("memreread", {}, BackendSettings(agent="memreread"), "d"))
+    backend = json.loads((tmp_path / "run" / "config.json").read_text())["backend"]
+    assert backend["adapter_sha256"] == for_decisions["shared"][1]
+    calls = backend["call_adapters"]
+    assert {kind: r["adapter_sha256"] for kind, r in calls.items()} == dict.fromkeys(
+        DECISIONS, for_decisions["own"][1]
+    )
+
+
+def test_serve_gives_memreread_s_decisions_their_backend(for_decisions):
+    prepared = _Prepared(BackendSettings())
+    prepared._agent_backends()
+    assert not prepared.own and list(prepared.calls) == ["memreread"]
+    decide, integrate = (prepared.calls["memreread"][kind] for kind in DECISIONS)
+    assert decide is integrate and decide.adapter_path == for_decisions["own"][0]

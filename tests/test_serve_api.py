@@ -208,7 +208,7 @@ def test_an_agent_with_an_adapter_of_its_own_reads_with_its_own_backend(start):
 def test_a_decision_adapter_s_backend_takes_memreread_s_decisions(start):
     """serve --decision-adapter: memreread's decide calls go to the model with it."""
     shared, decider = scripted_reader(), ScriptedBackend(["<stop/>"] * 5)
-    server = start(shared, call_backends={"decide": decider, "integrate": decider})
+    server = start(shared, call_backends={"memreread": {"decide": decider, "integrate": decider}})
     extension = {"longread": {"document": document()}}
     message = [{"role": "user", "content": QUESTION}]
     _, reply = ask(server, message, model="longread-memreread", extra_body=extension)

@@ -2,11 +2,12 @@
 
     .venv/bin/python recipes/smollm2/ship.py grpo     # or sft1k: the stage whose adapter ships
     .venv/bin/python recipes/smollm2/ship.py sft29q --reads-with focused_notes  # and options
-    .venv/bin/python recipes/smollm2/ship.py sft28w --agent memreread  # one agent's own
+    .venv/bin/python recipes/smollm2/ship.py sft28w --agent memreread --calls decide integrate
 
 Copies ``recipes/smollm2/runs/<stage>/adapter.gguf`` into ``src/longread/adapters/`` (as the
 shared memory adapter, or with ``--agent`` as that agent's own: ``smollm2-135m-<agent>.gguf``,
-which that agent reads with in place of the shared one) and writes
+which that agent reads with in place of the shared one: for all its calls, or with ``--calls``
+for those kinds of call only) and writes
 the JSON beside it (for the stage shipped now with no run folder, only its ``--reads-with``
 changes): the agent settings the adapter was trained with (``trained_with``: ask, eval
 and serve read with them), the recipe (every stage up to this one, with its resolved config,
@@ -35,6 +36,7 @@ from longread.llm.memory_adapter import (
     memory_adapter_provenance,
 )
 from longread.llm.trained_settings import READING_OPTIONS, READS_WITH
+from longread.trace import STEP_KINDS
 from longread.train.config import load_config
 from longread.train.export import trained_settings
 from longread.train.runconfig import absolute_paths, relative_paths
@@ -63,7 +65,16 @@ def main() -> None:
         help="ship it as this agent's own adapter: that agent reads with it by default, the "
         "others keep the shared one",
     )
+    parser.add_argument(
+        "--calls",
+        nargs="+",
+        choices=STEP_KINDS,
+        help="with --agent: the kinds of call the adapter takes (MemReread's decisions: "
+        "decide integrate); the agent's other calls keep the shared adapter",
+    )
     args = parser.parse_args()
+    if args.calls and not args.agent:
+        parser.error("--calls needs --agent")
     stage = args.stage
     reads_with = [option for option in READING_OPTIONS if option in args.reads_with]
     run = RECIPE / "runs" / stage
@@ -84,9 +95,11 @@ def main() -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run / "adapter.gguf", target)
     command = f"recipes/smollm2/ship.py {stage}" + (f" --agent {args.agent}" if args.agent else "")
+    command += f" --calls {' '.join(args.calls)}" if args.calls else ""
     provenance = {
         "adapter": target.name,
         "agent": args.agent,  # None: the shared adapter, for every agent without its own
+        "calls": args.calls,  # None: all the agent's calls
         "stage": stage,
         "sha256": sha256(target),
         "trained_with": trained_settings(load_config(RECIPE / f"{stage}.toml").agent).to_dict(),

@@ -13,7 +13,7 @@ import click
 from ..agents.registry import AGENTS, make_config
 from ..errors import UsageError
 from ..llm.base import LLMBackend
-from ..llm.factory import BackendSettings, make_backend, make_call_backends, make_tokenizer
+from ..llm.factory import BackendSettings, make_backend, make_tokenizer
 from ..text.tokenizer import Tokenizer
 from .options import (
     adapter_trained_settings,
@@ -219,42 +219,49 @@ def _trained_defaults(
 
 class _Prepared:
     """The backend and its tokenizer, built in the server's event loop before it listens (the
-    HTTP backend's connections belong to that loop), handed to the app when it starts; and a
-    backend of its own for each agent that ships an adapter of its own (the bundled model
-    then runs once per adapter, sharing the tokenizer)."""
+    HTTP backend's connections belong to that loop), handed to the app when it starts; and
+    the backends an agent needs beside it: its own shipped adapter for all its calls, or for
+    some kinds of call (MemReread's decisions; ``--decision-adapter``). The bundled model then
+    runs once per adapter, each loaded on its first call, sharing the tokenizer."""
 
     def __init__(self, settings: BackendSettings) -> None:
         self.settings = settings
         self.pair: tuple[LLMBackend, Tokenizer] | None = None
         self.own: dict[str, LLMBackend] = {}
-        self.calls: dict[str, LLMBackend] = {}
+        self.calls: dict[str, dict[str, LLMBackend]] = {}
 
     async def build(self) -> None:
         backend = make_backend(self.settings)
         try:
             tokenizer = await make_tokenizer(backend, self.settings)
-            self.own = self._agent_backends()
-            self.calls = make_call_backends(self.settings)  # --decision-adapter's
+            self._agent_backends()
         except BaseException:
             await backend.aclose()
             raise
         self.pair = (backend, tokenizer)
 
-    def _agent_backends(self) -> dict[str, LLMBackend]:
-        """A backend for each agent whose adapter is not the shared one (one per adapter)."""
+    def _agent_backends(self) -> None:
+        """Each agent's backends that are not the shared one's (one per adapter)."""
         if self.settings.resolved_backend() != "llamacpp":
-            return {}
+            return
         shared = self.settings.applied_adapter()
         by_adapter: dict[str, LLMBackend] = {}
-        own = {}
+
+        def loaded(settings: BackendSettings, adapter: str) -> LLMBackend:
+            if adapter not in by_adapter:
+                by_adapter[adapter] = make_backend(
+                    dataclasses.replace(settings, adapter=adapter, call_adapters=None)
+                )
+            return by_adapter[adapter]
+
         for agent in AGENTS:
             settings = dataclasses.replace(self.settings, agent=agent)
             adapter = settings.applied_adapter()
             if adapter and adapter != shared:
-                if adapter not in by_adapter:
-                    by_adapter[adapter] = make_backend(settings)  # loads on its first call
-                own[agent] = by_adapter[adapter]
-        return own
+                self.own[agent] = loaded(settings, adapter)
+            calls = settings.applied_call_adapters()
+            if calls:
+                self.calls[agent] = {kind: loaded(settings, a) for kind, a in calls.items()}
 
     async def get(self) -> tuple[LLMBackend, Tokenizer]:
         assert self.pair is not None, "build() runs before the app starts"
@@ -263,5 +270,5 @@ class _Prepared:
     def agent_backends(self) -> dict[str, LLMBackend]:
         return self.own
 
-    def call_backends(self) -> dict[str, LLMBackend]:
+    def call_backends(self) -> dict[str, dict[str, LLMBackend]]:
         return self.calls

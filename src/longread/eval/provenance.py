@@ -106,9 +106,10 @@ def backend_record(settings: BackendSettings) -> dict[str, Any]:
         adapter = settings.applied_adapter()
         if adapter:
             record.update(_adapter_record(adapter, settings.adapter_scale))
-        if settings.call_adapters:  # only then: older runs' records stay as they were
+        calls = settings.applied_call_adapters()
+        if calls:  # only then: older runs' records stay as they were
             record["call_adapters"] = {
-                kind: _adapter_record(path, 1.0) for kind, path in settings.call_adapters.items()
+                kind: _adapter_record(path, 1.0) for kind, path in calls.items()
             }
         record["parallel"] = settings.parallel  # batched decoding (None: one call at a time)
         record["lookup_decoding"] = settings.lookup_decoding

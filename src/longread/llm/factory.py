@@ -99,6 +99,19 @@ class BackendSettings:
         adapter = applied_adapter(self.gguf, self.adapter, self.base_model, self.agent)
         return str(adapter) if adapter else None
 
+    def applied_call_adapters(self) -> dict[str, str]:
+        """The kinds of call with an adapter of their own: ``call_adapters`` when given
+        (``--decision-adapter``), else those the agent's own shipped adapter takes where the
+        shipped adapters apply (``memory_adapter.bundled_call_adapters``); {} on a server."""
+        from .memory_adapter import MEMORY_ADAPTER_NAME, bundled_call_adapters
+
+        if self.call_adapters:
+            return dict(self.call_adapters)
+        shipped = self.adapter == MEMORY_ADAPTER_NAME or (not self.adapter and self.gguf is None)
+        if not shipped or self.base_model or self.resolved_backend() != "llamacpp":
+            return {}
+        return {kind: str(path) for kind, path in bundled_call_adapters(self.agent).items()}
+
 
 def make_backend(settings: BackendSettings) -> LLMBackend:
     """Build the backend the settings describe (the embedded model loads lazily on first call)."""
@@ -131,11 +144,11 @@ def make_backend(settings: BackendSettings) -> LLMBackend:
 
 
 def make_call_backends(settings: BackendSettings) -> dict[str, LLMBackend]:
-    """A backend for each kind of call with an adapter of its own (``call_adapters``): the
-    embedded model with that adapter, one per adapter; {} when none."""
+    """A backend for each kind of call with an adapter of its own (``applied_call_adapters``):
+    the embedded model with that adapter, one per adapter; {} when none."""
     by_adapter: dict[str, LLMBackend] = {}
     backends = {}
-    for kind, adapter in (settings.call_adapters or {}).items():
+    for kind, adapter in settings.applied_call_adapters().items():
         if adapter not in by_adapter:
             own = replace(settings, adapter=adapter, call_adapters=None)
             by_adapter[adapter] = make_backend(own)

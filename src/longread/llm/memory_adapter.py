@@ -11,9 +11,11 @@ model as released; ``--adapter memory`` (``adapter="memory"``) names it explicit
 only to the bundled model and only when no other adapter is given: a LoRA is tied to the base
 weights it was trained on.
 
-An agent may ship an adapter of its own (``smollm2-135m-<agent>.gguf``, e.g. memreread's,
-trained on its decisions): that agent then gets it in place of the shared one, by default and
-for ``--adapter memory``. The other agents keep the shared one.
+An agent may ship an adapter of its own (``smollm2-135m-<agent>.gguf``): that agent then gets
+it in place of the shared one, by default and for ``--adapter memory``. The other agents keep
+the shared one. An own adapter whose record names ``calls`` (MemReread's: ``["decide",
+"integrate"]``) applies to those calls only (``bundled_call_adapters``); the agent's other
+calls keep the shared one.
 """
 
 from __future__ import annotations
@@ -41,13 +43,34 @@ def agent_adapter_file(agent: str) -> str:
 
 
 def bundled_memory_adapter(agent: str | None = None) -> Path | None:
-    """The shipped adapter file ``agent`` reads with: its own where one ships, else the
-    shared one; None in a build that has none."""
-    folder = adapters_folder()
-    if agent is not None and (own := folder / agent_adapter_file(agent)).is_file():
+    """The shipped adapter file ``agent`` reads with: its own where one ships for all its
+    calls, else the shared one; None in a build that has none."""
+    own = _own_adapter(agent)
+    if own is not None and not _calls_of(own):
         return own
-    path = folder / MEMORY_ADAPTER_FILE
+    path = adapters_folder() / MEMORY_ADAPTER_FILE
     return path if path.is_file() else None
+
+
+def bundled_call_adapters(agent: str | None) -> dict[str, Path]:
+    """The kinds of call (``"decide"``...) of ``agent`` that its own shipped adapter takes,
+    when that adapter is for some calls only; {} otherwise."""
+    own = _own_adapter(agent)
+    return dict.fromkeys(_calls_of(own), own) if own is not None else {}
+
+
+def _own_adapter(agent: str | None) -> Path | None:
+    if agent is None:
+        return None
+    own = adapters_folder() / agent_adapter_file(agent)
+    return own if own.is_file() else None
+
+
+def _calls_of(adapter: Path) -> list[str]:
+    record = adapter.with_suffix(".json")
+    if not record.is_file():
+        return []
+    return list(json.loads(record.read_text(encoding="utf-8")).get("calls") or [])
 
 
 def is_bundled(adapter: str | Path) -> bool:
@@ -56,8 +79,8 @@ def is_bundled(adapter: str | Path) -> bool:
 
 
 def memory_adapter_provenance(agent: str | None = None) -> dict[str, Any] | None:
-    """The provenance record written next to the shipped adapter ``agent`` reads with
-    (``bundled_memory_adapter``), or None."""
+    """The provenance record written next to the shipped adapter ``agent`` reads with for
+    all its calls (``bundled_memory_adapter``), or None."""
     adapter = bundled_memory_adapter(agent)
     if adapter is None:
         return None

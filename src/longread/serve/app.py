@@ -33,8 +33,10 @@ from .runs import RunHandle, RunManager
 
 # Builds the backend and the tokenizer that counts its tokens; called once, at startup.
 BackendFactory = Callable[[], Awaitable[tuple[LLMBackend, Tokenizer]]]
-# Agents (or kinds of call) with a backend of their own (built by then); called after it.
+# The agents with a backend of their own (built by then); called after it.
 AgentBackends = Callable[[], Mapping[str, LLMBackend]]
+# Per agent, the kinds of call with a backend of their own (MemReread's decisions).
+CallBackends = Callable[[], Mapping[str, Mapping[str, LLMBackend]]]
 VIEW_PREFIX = "/view"
 
 
@@ -42,13 +44,13 @@ def create_app(
     backend_factory: BackendFactory,
     settings: ServeConfig | None = None,
     agent_backends: AgentBackends | None = None,
-    call_backends: AgentBackends | None = None,
+    call_backends: CallBackends | None = None,
 ) -> FastAPI:
     """The OpenAI-compatible app. Creates the runs folder (an OSError if it cannot).
     ``agent_backends``: the agents that read with a backend of their own (the bundled model
     with an agent's own shipped adapter); the rest share ``backend_factory``'s.
-    ``call_backends``: the kinds of call sent to a backend of their own (``--decision-adapter``:
-    MemReread's decide and integrate calls)."""
+    ``call_backends``: per agent, the kinds of call sent to a backend of their own
+    (MemReread's decide and integrate calls with its decision adapter)."""
     settings = settings or ServeConfig()
     settings.runs_dir.mkdir(parents=True, exist_ok=True)
 
@@ -64,7 +66,8 @@ def create_app(
         finally:
             await manager.close()
             await backend.aclose()
-            for other in {id(b): b for b in [*own.values(), *calls.values()]}.values():
+            others = [*own.values(), *(b for kinds in calls.values() for b in kinds.values())]
+            for other in {id(b): b for b in others}.values():
                 await other.aclose()
 
     app = FastAPI(

@@ -122,10 +122,10 @@ class RunManager:
         tokenizer: Tokenizer,
         settings: ServeConfig,
         agent_backends: Mapping[str, LLMBackend] | None = None,
-        call_backends: Mapping[str, LLMBackend] | None = None,
+        call_backends: Mapping[str, Mapping[str, LLMBackend]] | None = None,
     ) -> None:
         self.backend = backend
-        # Kinds of call with a backend of their own (--decision-adapter), for every agent.
+        # Per agent, kinds of call with a backend of their own (MemReread's decisions).
         self.call_backends = dict(call_backends or {})
         # Agents that read with a backend of their own (the bundled model with the agent's own
         # shipped adapter); every other agent reads with ``backend``.
@@ -239,7 +239,7 @@ class RunManager:
         backend = self.agent_backends.get(request.agent, self.backend)
         agent = make_agent(
             request.agent, backend, self.tokenizer, request.config, progress,
-            call_backends=self.call_backends,
+            call_backends=self.call_backends.get(request.agent),
         )  # fmt: skip
         plan, chunks = await agent.chunks(request.question, request.document)
         handle.publish(Started(len(chunks), plan.chunk_tokens, plan.note()))
