@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/agents_table.py [--lengths 2000,4000,12000] [--docs 5]
         [--chunk-tokens 1000] [--memory-tokens 256] [--prompt-set paper|notes]
-        [--base-model] [--out bench/results/agents_table.jsonl]
+        [--base-model] [--decision-adapter FILE] [--out bench/results/agents_table.jsonl]
 
 One JSON line per (agent, length, document) is appended to --out as soon as it finishes, so an
 interrupted run resumes where it stopped. The table (accuracy, mean calls, prompt tokens and
@@ -24,7 +24,9 @@ import time
 from pathlib import Path
 
 from longread.agents import AGENTS, make_agent, make_config
+from longread.cli.options import decision_calls
 from longread.data.needle import NEEDLE_QUESTION, needle_document_of_length
+from longread.llm.factory import BackendSettings, close_all, make_call_backends
 from longread.llm.llamacpp import LlamaCppBackend
 from longread.text import LlamaCppTokenizer
 
@@ -67,7 +69,14 @@ async def run_all(args) -> None:
     tokenizer = LlamaCppTokenizer(backend.llama)
     docs = documents(tokenizer, args.lengths, args.docs, args.seed)
     for name in args.agents:
-        agent = make_agent(name, backend, tokenizer, agent_config(name, args))
+        # an agent's own shipped adapter for some of its calls (memreread's decisions), or
+        # --decision-adapter's
+        settings = BackendSettings(
+            backend="llamacpp", base_model=args.base_model, agent=name,
+            call_adapters=decision_calls(args.decision_adapter) if name == "memreread" else None,
+        )  # fmt: skip
+        calls = make_call_backends(settings)
+        agent = make_agent(name, backend, tokenizer, agent_config(name, args), call_backends=calls)
         for doc in docs:
             if (name, doc["length"], doc["doc"]) in done:
                 continue
@@ -75,6 +84,7 @@ async def run_all(args) -> None:
             with out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             print(json.dumps({k: v for k, v in row.items() if k != "answer"}), flush=True)
+        await close_all(calls.values())
     await backend.aclose()
 
 
@@ -131,6 +141,9 @@ def main() -> None:
     parser.add_argument("--table-only", action="store_true")
     parser.add_argument(
         "--base-model", action="store_true", help="the model as released, without its adapter"
+    )
+    parser.add_argument(
+        "--decision-adapter", help="memreread's decide and integrate calls with this LoRA GGUF"
     )
     args = parser.parse_args()
     args.lengths = [int(x) for x in args.lengths.split(",")]
