@@ -239,6 +239,9 @@ if want agents; then
   cell memreread sft28w hotpotqa 8192 notes+focused+exact+reread
   # three rounds (the reference allows 2 or 3): in 2 samples the second round found the place
   cell memreread sft28w chains_reversed_same 8192 notes+focused+exact+reread+max-reread-3
+  # stop 64: memreread as it ships (the shared adapter, its reading) on the two tasks
+  cell memreread adapter chains_reversed_same 8192
+  cell memreread adapter hotpotqa 8192
   for agent_stage in ${AGENT_STAGES:-}; do
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed 8192
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed_same 8192
