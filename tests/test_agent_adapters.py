@@ -13,6 +13,7 @@ import pytest
 
 from longread.cli.options import adapter_trained_settings
 from longread.cli.serve import _Prepared, _trained_defaults
+from longread.errors import UsageError
 from longread.llm import memory_adapter
 from longread.llm.factory import BackendSettings
 from longread.llm.memory_adapter import (
@@ -70,6 +71,11 @@ def test_the_agent_reads_with_its_own_adapter_and_the_others_with_the_shared_one
     assert applied(agent="memreread", base_model=True) is None
     assert applied(agent="memreread", gguf="mine.gguf") is None
     assert applied(agent="memreread", adapter="lora.gguf") == "lora.gguf"
+    # memory:AGENT: the adapter that agent reads with, e.g. the shared one for memreread
+    assert applied(agent="memreread", adapter="memory:memagent") == shared
+    assert applied(agent="memagent", adapter="memory:memreread") == own
+    with pytest.raises(UsageError, match="no agent 'nobody'"):
+        applied(adapter="memory:nobody")
 
 
 def test_without_an_adapter_of_its_own_an_agent_keeps_the_shared_one(shipped):

@@ -59,6 +59,20 @@ def bundled_call_adapters(agent: str | None) -> dict[str, Path]:
     return dict.fromkeys(_calls_of(own), own) if own is not None else {}
 
 
+def _names_an_agent(adapter: str | Path) -> bool:
+    """Whether ``adapter`` is ``memory:AGENT``; UsageError for an agent longread lacks."""
+    name, colon, owner = str(adapter).partition(":")
+    if name != MEMORY_ADAPTER_NAME or not colon:
+        return False
+    from ..agents.registry import AGENTS
+
+    if owner not in AGENTS:
+        raise UsageError(
+            f"--adapter {adapter}: no agent {owner!r}; choose one of {', '.join(AGENTS)}"
+        )
+    return True
+
+
 def _own_adapter(agent: str | None) -> Path | None:
     if agent is None:
         return None
@@ -114,12 +128,15 @@ def applied_adapter(
     gguf: str | Path | None, adapter: str | Path | None, base_model: bool, agent: str | None = None
 ) -> Path | str | None:
     """The adapter the embedded backend applies: ``adapter`` when given (``"memory"``: the
-    shipped one ``agent`` reads with); else, with ``DEFAULT_ON``, that one on the bundled
-    model (``gguf`` None) unless ``base_model``; else none."""
+    shipped one ``agent`` reads with; ``"memory:AGENT"``: the one AGENT reads with); else,
+    with ``DEFAULT_ON``, the shipped one on the bundled model (``gguf`` None) unless
+    ``base_model``; else none."""
     if adapter and base_model:
         raise UsageError("--base-model runs the model without any adapter; drop --adapter")
-    if adapter == MEMORY_ADAPTER_NAME:
-        shipped = bundled_memory_adapter(agent)
+    if adapter == MEMORY_ADAPTER_NAME or (adapter and _names_an_agent(adapter)):
+        # "memory:memagent": the adapter that agent reads with, for another agent's calls
+        owner = str(adapter).partition(":")[2] or agent
+        shipped = bundled_memory_adapter(owner)
         if shipped is None:
             raise UsageError("this build of longread ships no memory adapter")
         return shipped
