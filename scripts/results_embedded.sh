@@ -113,8 +113,9 @@ sys.exit(0 if done >= sum(1 for line in open(sys.argv[2]) if line.strip()) else 
 PY
 }
 
-cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter memory or
-  # --base-model) or a recipe stage; HOW: section-first (with --section-first), exit-on /
+cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (--adapter
+  # memory: the agent's own shipped adapter, else the shared one; --adapter memory:memagent:
+  # the shared one; --base-model) or a recipe stage; HOW: section-first (with --section-first), exit-on /
   # exit-off (--exit-gate on/off), probe-on / probe-off (--exit-probe on/off), grounded
   # (--grounded-exit on; an exit on without it reads --grounded-exit off), notes
   # (--grounded-notes on), focused (--focused-notes on), exact (--exact-copies on), reread
@@ -155,7 +156,8 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter or base (--adapter
   esac
   [ "$model" = base ] && flags+=(--base-model)
   [ "$model" = adapter ] && flags+=(--adapter memory)
-  case $model in adapter | base) ;; *) flags+=(--adapter "recipes/smollm2/runs/$model/adapter.gguf") ;; esac
+  [ "$model" = shared ] && flags+=(--adapter memory:memagent)  # the shared adapter, any agent
+  case $model in adapter | base | shared) ;; *) flags+=(--adapter "recipes/smollm2/runs/$model/adapter.gguf") ;; esac
   "${runner[@]}" eval run --data "$data" --agent "$agent" "${flags[@]}" --out "$out" \
     --concurrency 1
 }
@@ -239,9 +241,15 @@ if want agents; then
   cell memreread sft28w hotpotqa 8192 notes+focused+exact+reread
   # three rounds (the reference allows 2 or 3): in 2 samples the second round found the place
   cell memreread sft28w chains_reversed_same 8192 notes+focused+exact+reread+max-reread-3
-  # stop 64: memreread as it ships (the shared adapter, its reading) on the two tasks
-  cell memreread adapter chains_reversed_same 8192
-  cell memreread adapter hotpotqa 8192
+  # stop 64: memreread with the shared adapter (its default until stop 64), read its way
+  cell memreread shared chains_reversed_same 8192
+  cell memreread shared hotpotqa 8192
+  # stop 64: sft28z (sft28w with HotpotQA's episodes and the decision after a first hop
+  # weighed 3x), memreread's own shipped adapter since stop 64
+  cell memreread sft28z chains_reversed_same 8192 notes+focused+exact+reread
+  cell memreread sft28z ruler_niah_single_2 8192 notes+focused+exact+reread
+  cell memreread sft28z ruler_niah_single_2 16384 notes+focused+exact+reread
+  cell memreread sft28z hotpotqa 8192 notes+focused+exact+reread
   for agent_stage in ${AGENT_STAGES:-}; do
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed 8192
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed_same 8192
@@ -311,6 +319,9 @@ total=$(.venv/bin/python -c 'import json,sys; print(round(sum(json.loads(l)["sec
 sessions=$(wc -l < "$ROOT/invocations.jsonl")
 shipped_stage=$(.venv/bin/python -c 'from longread.llm.memory_adapter import memory_adapter_provenance as shipped
 print(shipped()["stage"])')
+# the agents that ship an adapter of their own, and its stage ("memreread: sft28z")
+own_stages=$(.venv/bin/python -c 'from longread.llm.memory_adapter import shipped_provenances
+print(", ".join(f"{r['"'"'agent'"'"']}: {r['"'"'stage'"'"']}" for r in shipped_provenances() if r.get("agent")) or "none")')
 {
   echo "# Results on the embedded model"
   echo
@@ -327,7 +338,7 @@ print(shipped()["stage"])')
     "any unfinished cell and rewrites this page. The model is the embedded SmolLM2-135M-Instruct" \
     "(Q8_0 via llama-cpp-python, 8192-token window): \`+ memory adapter STAGE\` rows apply a" \
     "memory adapter longread shipped, named by the recipe stage that made it (the one shipped" \
-    "now: $shipped_stage, run with \`--adapter memory\`), the others run the model as released" \
+    "now: $shipped_stage, run with \`--adapter memory\`; agents' own adapters: $own_stages), the others run the model as released" \
     "(\`--base-model\`). The first round of results is [results-v1.md](results-v1.md)."
   echo
   echo "The speed option on by default, fast exact tokenization (issue 11), against llama.cpp's" \

@@ -163,9 +163,20 @@ def test_without_the_adapters_agent_the_agents_own_defaults_hold(
 
 
 def test_memreread_reads_its_passes_as_memagent_was_trained(model, book, tmp_path):
-    result, trace = ask(book, tmp_path, "--agent", "memreread", "--max-reread", "0")
+    shared = ("--agent", "memreread", "--max-reread", "0", "--adapter", "memory:memagent")
+    result, trace = ask(book, tmp_path, *shared)
     assert read_with(trace) == READ
     assert settings_said(result.stderr) == SAID + READS
+    # by default it reads with its own shipped adapter, which says so, trained as it was
+    result, trace = ask(book, tmp_path, "--agent", "memreread", "--max-reread", "0")
+    own = memory_adapter_provenance("memreread")
+    said = SAID + READS
+    if own is not None and own.get("agent") == "memreread" and not own.get("calls"):
+        said = said.replace("the memory adapter", "memreread's memory adapter")
+        assert read_with(trace) == {
+            **{k: own["trained_with"][k] for k in SHIPPED}, "final_tokens": FINAL_TOKENS_READ_MIN
+        }  # fmt: skip
+    assert settings_said(result.stderr) == said
 
 
 def test_an_adapter_of_your_own_brings_its_settings(model, book, tmp_path):
@@ -278,7 +289,11 @@ def test_serve_gives_the_trained_settings_to_the_agents_that_read_as_trained(
     model, capsys: pytest.CaptureFixture[str]
 ):
     trained = _trained_defaults(BackendSettings(), {"memory_tokens": 300})
-    assert capsys.readouterr().err.count("trained with 1000-token chunks") == 1
+    said = capsys.readouterr().err
+    # once an adapter: the shared one, and memreread's own where this build ships one
+    own = memory_adapter_provenance("memreread") != memory_adapter_provenance()
+    assert said.count("trained with 1000-token chunks") == 1 + own
+    assert said.count("memreread's memory adapter was trained with") == own
     settings = ServeConfig(
         runs_dir="unused", agent_defaults={"memory_tokens": 300}, trained_defaults=trained
     )
