@@ -9,7 +9,8 @@ interrupted run resumes where it stopped. The table (accuracy, mean calls, promp
 seconds per document) is printed from everything in --out. SmolLM2-135M keeps a needle only with
 a small memory cap, so memory agents run with --memory-tokens (default 256) and 1,000-token
 chunks; full and rag use their defaults. The embedded model runs with its shipped memory adapter
-(the default) unless --base-model; bench/results/agents_table.md was measured on the model as
+(the default; an agent's own where it ships one, as memreread does since stop 64) unless
+--base-model; bench/results/agents_table.md was measured on the model as
 released, before the adapter shipped, so --base-model reproduces it (use another --out for the
 other).
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 from longread.agents import AGENTS, make_agent, make_config
 from longread.cli.options import decision_calls
 from longread.data.needle import NEEDLE_QUESTION, needle_document_of_length
-from longread.llm.factory import BackendSettings, close_all, make_call_backends
+from longread.llm.factory import BackendSettings, close_all, make_backend, make_call_backends
 from longread.llm.llamacpp import LlamaCppBackend
 from longread.text import LlamaCppTokenizer
 
@@ -66,17 +67,20 @@ async def run_all(args) -> None:
             row = json.loads(line)
             done.add((row["agent"], row["length"], row["doc"]))
     backend = LlamaCppBackend(base_model=args.base_model)
+    shared = str(backend.adapter_path) if backend.adapter_path else None
     tokenizer = LlamaCppTokenizer(backend.llama)
     docs = documents(tokenizer, args.lengths, args.docs, args.seed)
     for name in args.agents:
-        # an agent's own shipped adapter for some of its calls (memreread's decisions), or
-        # --decision-adapter's
+        # the agent's own shipped adapter (memreread's), for all its calls or some, or
+        # --decision-adapter's for memreread's decisions
         settings = BackendSettings(
             backend="llamacpp", base_model=args.base_model, agent=name,
             call_adapters=decision_calls(args.decision_adapter) if name == "memreread" else None,
         )  # fmt: skip
+        own = settings.applied_adapter() != shared
+        reader = make_backend(settings) if own else backend
         calls = make_call_backends(settings)
-        agent = make_agent(name, backend, tokenizer, agent_config(name, args), call_backends=calls)
+        agent = make_agent(name, reader, tokenizer, agent_config(name, args), call_backends=calls)
         for doc in docs:
             if (name, doc["length"], doc["doc"]) in done:
                 continue
@@ -84,7 +88,7 @@ async def run_all(args) -> None:
             with out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             print(json.dumps({k: v for k, v in row.items() if k != "answer"}), flush=True)
-        await close_all(calls.values())
+        await close_all([*calls.values(), *([reader] if own else [])])
     await backend.aclose()
 
 
