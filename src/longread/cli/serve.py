@@ -13,7 +13,13 @@ import click
 from ..agents.registry import AGENTS, make_config
 from ..errors import UsageError
 from ..llm.base import LLMBackend
-from ..llm.factory import BackendSettings, make_backend, make_tokenizer
+from ..llm.factory import (
+    BackendSettings,
+    backend_with_adapter,
+    make_backend,
+    make_call_backends,
+    make_tokenizer,
+)
 from ..text.tokenizer import Tokenizer
 from .options import (
     adapter_trained_settings,
@@ -246,22 +252,14 @@ class _Prepared:
             return
         shared = self.settings.applied_adapter()
         by_adapter: dict[str, LLMBackend] = {}
-
-        def loaded(settings: BackendSettings, adapter: str) -> LLMBackend:
-            if adapter not in by_adapter:
-                by_adapter[adapter] = make_backend(
-                    dataclasses.replace(settings, adapter=adapter, call_adapters=None)
-                )
-            return by_adapter[adapter]
-
         for agent in AGENTS:
             settings = dataclasses.replace(self.settings, agent=agent)
             adapter = settings.applied_adapter()
             if adapter and adapter != shared:
-                self.own[agent] = loaded(settings, adapter)
-            calls = settings.applied_call_adapters()
+                self.own[agent] = backend_with_adapter(settings, adapter, by_adapter)
+            calls = make_call_backends(settings, by_adapter)
             if calls:
-                self.calls[agent] = {kind: loaded(settings, a) for kind, a in calls.items()}
+                self.calls[agent] = calls
 
     async def get(self) -> tuple[LLMBackend, Tokenizer]:
         assert self.pair is not None, "build() runs before the app starts"

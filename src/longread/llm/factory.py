@@ -143,17 +143,27 @@ def make_backend(settings: BackendSettings) -> LLMBackend:
     )
 
 
-def make_call_backends(settings: BackendSettings) -> dict[str, LLMBackend]:
+def make_call_backends(
+    settings: BackendSettings, by_adapter: dict[str, LLMBackend] | None = None
+) -> dict[str, LLMBackend]:
     """A backend for each kind of call with an adapter of its own (``applied_call_adapters``):
-    the embedded model with that adapter, one per adapter; {} when none."""
-    by_adapter: dict[str, LLMBackend] = {}
-    backends = {}
-    for kind, adapter in settings.applied_call_adapters().items():
-        if adapter not in by_adapter:
-            own = replace(settings, adapter=adapter, call_adapters=None)
-            by_adapter[adapter] = make_backend(own)
-        backends[kind] = by_adapter[adapter]
-    return backends
+    the embedded model with that adapter, one per adapter; {} when none. ``by_adapter``: the
+    backends already made, by adapter, shared with the caller's other agents (``serve``)."""
+    by_adapter = {} if by_adapter is None else by_adapter
+    return {
+        kind: backend_with_adapter(settings, adapter, by_adapter)
+        for kind, adapter in settings.applied_call_adapters().items()
+    }
+
+
+def backend_with_adapter(
+    settings: BackendSettings, adapter: str, by_adapter: dict[str, LLMBackend]
+) -> LLMBackend:
+    """The embedded model with ``adapter`` for all its calls: the one in ``by_adapter``, else a
+    new one (kept there; it loads on its first call)."""
+    if adapter not in by_adapter:
+        by_adapter[adapter] = make_backend(replace(settings, adapter=adapter, call_adapters=None))
+    return by_adapter[adapter]
 
 
 async def close_all(backends: Iterable[LLMBackend]) -> None:

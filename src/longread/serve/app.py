@@ -22,6 +22,7 @@ from starlette.types import ASGIApp
 from .. import __version__
 from ..agents.registry import AGENTS
 from ..llm.base import LLMBackend
+from ..llm.factory import close_all
 from ..text.tokenizer import Tokenizer
 from . import stream
 from .auth import PerClient, client_of
@@ -66,9 +67,7 @@ def create_app(
         finally:
             await manager.close()
             await backend.aclose()
-            others = [*own.values(), *(b for kinds in calls.values() for b in kinds.values())]
-            for other in {id(b): b for b in others}.values():
-                await other.aclose()
+            await close_all([*own.values(), *(b for k in calls.values() for b in k.values())])
 
     app = FastAPI(
         title="longread",
