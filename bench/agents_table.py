@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/agents_table.py [--lengths 2000,4000,12000] [--docs 5]
         [--chunk-tokens 1000] [--memory-tokens 256] [--prompt-set paper|notes]
-        [--base-model] [--decision-adapter FILE] [--out bench/results/agents_table.jsonl]
+        [--base-model] [--adapter FILE] [--decision-adapter FILE]
+        [--out bench/results/agents_table.jsonl]
 
 One JSON line per (agent, length, document) is appended to --out as soon as it finishes, so an
 interrupted run resumes where it stopped. The table (accuracy, mean calls, prompt tokens and
@@ -10,7 +11,8 @@ seconds per document) is printed from everything in --out. SmolLM2-135M keeps a 
 a small memory cap, so memory agents run with --memory-tokens (default 256) and 1,000-token
 chunks; full and rag use their defaults. The embedded model runs with its shipped memory adapter
 (the default; an agent's own where it ships one, as memreread does since stop 64) unless
---base-model; bench/results/agents_table.md was measured on the model as
+--base-model, or with --adapter FILE (a LoRA GGUF for the memory agents, e.g. a recipe stage
+not shipped yet: use another --out); bench/results/agents_table.md was measured on the model as
 released, before the adapter shipped, so --base-model reproduces it (use another --out for the
 other).
 """
@@ -72,9 +74,10 @@ async def run_all(args) -> None:
     docs = documents(tokenizer, args.lengths, args.docs, args.seed)
     for name in args.agents:
         # the agent's own shipped adapter (memreread's), for all its calls or some, or
-        # --decision-adapter's for memreread's decisions
+        # --adapter's, or --decision-adapter's for memreread's decisions
         settings = BackendSettings(
             backend="llamacpp", base_model=args.base_model, agent=name,
+            adapter=args.adapter if name in MEMORY_AGENTS else None,
             call_adapters=decision_calls(args.decision_adapter) if name == "memreread" else None,
         )  # fmt: skip
         own = settings.applied_adapter() != shared
@@ -145,6 +148,9 @@ def main() -> None:
     parser.add_argument("--table-only", action="store_true")
     parser.add_argument(
         "--base-model", action="store_true", help="the model as released, without its adapter"
+    )
+    parser.add_argument(
+        "--adapter", help="the memory agents read with this LoRA GGUF, not their shipped one"
     )
     parser.add_argument(
         "--decision-adapter", help="memreread's decide and integrate calls with this LoRA GGUF"
