@@ -250,12 +250,12 @@ if want agents; then
   cell memreread sft28z ruler_niah_single_2 8192 notes+focused+exact+reread
   cell memreread sft28z ruler_niah_single_2 16384 notes+focused+exact+reread
   cell memreread sft28z hotpotqa 8192 notes+focused+exact+reread
-  # stop 65: ReMemR1 with sft28n (its format's warm start), read the papers' way (ReMemR1
+  # stop 65: ReMemR1 with sft28o (its format's warm start, from sft28n), read the papers' way (ReMemR1
   # has no reading rules); the needles first (no worse than memagent's shipped default)
-  cell rememr1 sft28n ruler_niah_single_2 8192
-  cell rememr1 sft28n chains_reversed_same 8192
-  cell rememr1 sft28n hotpotqa 8192
-  cell rememr1 sft28n ruler_niah_single_2 16384
+  cell rememr1 sft28o ruler_niah_single_2 8192
+  cell rememr1 sft28o chains_reversed_same 8192
+  cell rememr1 sft28o hotpotqa 8192
+  cell rememr1 sft28o ruler_niah_single_2 16384
   for agent_stage in ${AGENT_STAGES:-}; do
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed 8192
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed_same 8192
