@@ -204,19 +204,24 @@ def test_a_decision_adapter_is_for_the_embedded_model_with_adapters(no_server: N
         BackendSettings(base_model=True, call_adapters=calls).resolved_backend()
 
 
-def test_memreread_ships_an_adapter_of_its_own_with_its_provenance() -> None:
-    """Issue 28: memreread reads with its own adapter (trained on its decisions), recorded as
-    the shared one is: content hash, the agent it serves, every stage that made it."""
-    own = bundled_memory_adapter("memreread")
+@pytest.mark.parametrize("agent", ["memreread", "rememr1"])
+def test_an_agent_ships_an_adapter_of_its_own_with_its_provenance(agent: str) -> None:
+    """Issue 28: memreread and rememr1 read with their own adapters (trained on their own
+    formats), recorded as the shared one is: content hash, the agent it serves, every stage
+    that made it."""
+    own = bundled_memory_adapter(agent)
     assert own is not None and own != ADAPTER
     reader = gguf.GGUFReader(own)
     kind = reader.fields["general.type"]
     assert bytes(kind.parts[kind.data[0]]).decode() == "adapter"
-    provenance = memory_adapter_provenance("memreread")
+    provenance = memory_adapter_provenance(agent)
     assert provenance["sha256"] == "sha256:" + hashlib.sha256(own.read_bytes()).hexdigest()
-    assert provenance["agent"] == "memreread" and provenance["trained_with"]["agent"] == "memreread"
+    assert provenance["agent"] == agent and provenance["trained_with"]["agent"] == agent
     stages = [s["stage"] for s in provenance["stages"]]
     assert stages[-1] == provenance["stage"] and "grpo26b" in stages  # it went on from the shared
     assert not re.search(r'"/|[A-Za-z]:\\\\', json.dumps(provenance))
-    # the other agents keep the shared adapter
-    assert bundled_memory_adapter("memagent") == ADAPTER == bundled_memory_adapter("rememr1")
+
+
+def test_memagent_keeps_the_shared_adapter() -> None:
+    assert bundled_memory_adapter("memagent") == ADAPTER == bundled_memory_adapter()
+    assert len({bundled_memory_adapter(a) for a in ("memagent", "memreread", "rememr1")}) == 3
