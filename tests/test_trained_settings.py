@@ -148,7 +148,8 @@ def test_flags_given_win_and_only_the_rest_is_said(model, book, tmp_path):
     ("flags", "agent"),
     [
         (["--base-model"], "memagent"),  # the model as released: the papers' defaults
-        (["--agent", "rememr1"], "rememr1"),  # the adapter never saw rememr1's calls
+        # the shared adapter never saw rememr1's calls
+        (["--agent", "rememr1", "--adapter", "memory:memagent"], "rememr1"),
     ],
 )
 def test_without_the_adapters_agent_the_agents_own_defaults_hold(
@@ -160,6 +161,16 @@ def test_without_the_adapters_agent_the_agents_own_defaults_hold(
     assert trace["config"]["chunk_tokens"] == 5000 and len(chunk_sizes(trace)) >= 1
     assert max(chunk_sizes(trace)) > 1000
     assert "trained with" not in result.stderr
+
+
+def test_rememr1_reads_as_its_own_shipped_adapter_was_trained(model, book, tmp_path):
+    """Issue 28: rememr1 ships an adapter trained on its own format, at the shared one's
+    settings; it reads with them and says whose they are."""
+    result, trace = ask(book, tmp_path, "--agent", "rememr1")
+    assert read_with(trace) == READ
+    said = settings_said(result.stderr)
+    assert said == SAID.replace("the memory adapter", "rememr1's memory adapter")
+    assert len(chunk_sizes(trace)) == 3  # 1,000-token chunks, not ReMemR1's 5,000
 
 
 def test_memreread_reads_its_passes_as_memagent_was_trained(model, book, tmp_path):
@@ -290,10 +301,13 @@ def test_serve_gives_the_trained_settings_to_the_agents_that_read_as_trained(
 ):
     trained = _trained_defaults(BackendSettings(), {"memory_tokens": 300})
     said = capsys.readouterr().err
-    # once an adapter: the shared one, and memreread's own where this build ships one
-    own = memory_adapter_provenance("memreread") != memory_adapter_provenance()
-    assert said.count("trained with 1000-token chunks") == 1 + own
-    assert said.count("memreread's memory adapter was trained with") == own
+    # once an adapter: the shared one, and memreread's and rememr1's own where this build
+    # ships them
+    own = {a for a in ("memreread", "rememr1")
+           if memory_adapter_provenance(a) != memory_adapter_provenance()}  # fmt: skip
+    assert said.count("trained with 1000-token chunks") == 1 + len(own)
+    for agent in own:
+        assert said.count(f"{agent}'s memory adapter was trained with") == 1
     settings = ServeConfig(
         runs_dir="unused", agent_defaults={"memory_tokens": 300}, trained_defaults=trained
     )
@@ -307,7 +321,8 @@ def test_serve_gives_the_trained_settings_to_the_agents_that_read_as_trained(
     assert (memagent.chunk_tokens, memagent.memory_tokens, memagent.final_tokens) == (1000, 300, 64)
     assert config("memreread").chunk_tokens == 1000
     assert config("memagent", chunk_tokens=2000).chunk_tokens == 2000  # the request wins
-    assert config("rememr1").chunk_tokens == 5000  # its own default
+    # its own adapter's settings where it ships one, else ReMemR1's own default
+    assert config("rememr1").chunk_tokens == (1000 if "rememr1" in own else 5000)
     assert _trained_defaults(BackendSettings(base_model=True), {}) == {}
 
 
