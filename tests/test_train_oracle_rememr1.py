@@ -84,6 +84,27 @@ def test_forward_chains_and_needles_keep_the_evidence_and_recall_nothing():
         assert not any(FORMAT_ERROR in s.flags for s in run.steps)
 
 
+def test_without_thoughts_the_replies_start_at_update_and_read_the_same():
+    """`run.rememr1_thoughts = false`: no reason sentence, the same notes and recalls, so the
+    agent reads the same conversations and answers the same."""
+    samples = build_chains(2500, 4, 0, RegexTokenizer())
+    agent = ReMemR1(ScriptedBackend([]), WordTokenizer(), CONFIG)
+    for sample in samples:
+        with_thoughts = asyncio.run(rememr1_episode(agent, sample))
+        turns = asyncio.run(rememr1_episode(agent, sample, thoughts=False))
+        if turns is None:
+            assert with_thoughts is None
+            continue
+        updates = [t.reply for t in turns if t.kind == "update"]
+        assert all(reply.startswith("<update>") for reply in updates)
+        assert updates == [
+            t.reply.split("\n", 1)[1] for t in with_thoughts or [] if t.kind == "update"
+        ]
+        run, sent = replay(sample, turns)
+        assert sent == [t.messages for t in turns] and run.answer == sample.answers[0]
+        assert not any(FORMAT_ERROR in s.flags for s in run.steps)
+
+
 def test_sft_rows_of_rememr1_hold_its_tags(tmp_path):
     """`run.objective = "sft"` with agent rememr1 is accepted, and its rows teach the format:
     every step an <update>, the bridge's step a <recall>."""
@@ -108,6 +129,10 @@ def test_sft_rows_of_rememr1_hold_its_tags(tmp_path):
     raw["run"]["section_first_share"] = 0.5
     with pytest.raises(UsageError, match="no section-first order"):
         TrainConfig.from_dict(raw)
+    raw["run"] = {"objective": "sft", "rememr1_thoughts": False}
+    TrainConfig.from_dict(raw)
+    with pytest.raises(UsageError, match="rememr1_thoughts = false"):
+        TrainConfig.from_dict({**raw, "agent": {"name": "memagent"}})
     policy = load_policy(ModelSection(path=str(build_tiny_policy_folder(tmp_path)), lora=False), 0)
     config = make_config("rememr1", chunk_tokens=250, memory_tokens=200, final_tokens=16)
     agent = make_agent("rememr1", PolicyBackend(policy), policy_tokenizer(policy), config)

@@ -252,6 +252,12 @@ class RunSection:
         "history's question there, stop 63) weigh this times decision_weight; 1 = as the "
         "other decisions",
     )
+    rememr1_thoughts: bool = option(
+        True,
+        "sft with agent rememr1: the oracle's replies open with a sentence of reasoning, as "
+        "ReMemR1's prompt asks; false starts them at <update> (warm starts took the commoner "
+        "reason for every section, stop 65, so the notes then decide)",
+    )
     update_share: float = option(
         1.0,
         "sft: share of the updates that take in no evidence kept as training rows (drawn at "
@@ -401,6 +407,10 @@ class TrainConfig:
         if min(weights) < 0:
             raise UsageError(
                 "run.evidence_weight, run.decision_weight and run.followup_weight must be 0 or more"
+            )
+        if not self.run.rememr1_thoughts and self.agent.name != "rememr1":
+            raise UsageError(
+                'run.rememr1_thoughts = false shapes ReMemR1\'s replies: set agent.name = "rememr1"'
             )
         if not self.data.train:
             raise UsageError("data.train is empty: name the training data files or folders")

@@ -270,6 +270,7 @@ def oracle_rows(
     decision_weight: float = 1.0,
     row_kinds: Collection[str] = (),
     followup_weight: float = 1.0,
+    rememr1_thoughts: bool = True,
 ) -> list[TrainingRow]:
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
@@ -292,7 +293,8 @@ def oracle_rows(
     token mean gives them little say against the updates); those that ask a sub-question after
     a round (``OracleTurn.follows_up``) weigh ``followup_weight`` times that. ``row_kinds``:
     only the turns of these kinds become rows (all, when empty); the episodes and their draws
-    are unchanged."""
+    are unchanged. ``rememr1_thoughts``: ReMemR1's replies open with their reason sentence
+    (``rememr1_episode``)."""
     eos = policy.tokenizer.eos_token_id
     rng = rng or random.Random(0)
     rows = []
@@ -302,8 +304,11 @@ def oracle_rows(
             order = rng.random() < section_first_share
         reader = rng.choice([agent, *other_agents]) if other_agents else agent
         turns = asyncio.run(
-            _episode(reader, sample, noise_rate, rng, claim_rate, order, noisy_yes, first_hop)
-        )
+            _episode(
+                reader, sample, noise_rate, rng, claim_rate, order, noisy_yes, first_hop,
+                rememr1_thoughts,
+            )
+        )  # fmt: skip
         for index, turn in enumerate(turns):
             if not (keep_empty_updates and turn.from_empty) and _dropped(turn, update_share, rng):
                 continue
@@ -330,6 +335,7 @@ def oracle_rows(
 async def _episode(
     reader: MemAgent, sample: Sample, noise_rate: float, rng: random.Random, claim_rate: float,
     section_first: bool | None, noisy_yes: float = 0.0, first_hop: float = 0.0,
+    rememr1_thoughts: bool = True,
 ) -> list[OracleTurn]:  # fmt: skip
     """The agent's oracle episode: MemReread's (oracle_reread.py), ReMemR1's
     (oracle_rememr1.py: none when its recall would miss) or MemAgent's."""
@@ -339,7 +345,7 @@ async def _episode(
     from .oracle_reread import reread_episode
 
     if isinstance(reader, ReMemR1):
-        return await rememr1_episode(reader, sample) or []
+        return await rememr1_episode(reader, sample, rememr1_thoughts) or []
 
     if isinstance(reader, MemReread):
         if section_first is not None:

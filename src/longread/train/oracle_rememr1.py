@@ -39,9 +39,15 @@ KEPT = "This section adds what the problem needs."
 LOST = "This section ties the problem to {place}, whose {attribute} an earlier memory held."
 
 
-async def rememr1_episode(agent: ReMemR1, sample: Sample) -> list[OracleTurn] | None:
+async def rememr1_episode(
+    agent: ReMemR1, sample: Sample, thoughts: bool = True
+) -> list[OracleTurn] | None:
     """The ideal ReMemR1 run over ``sample`` with ``agent``'s chunking and prompts (see the
-    module docstring), or None when its recall would not find the fact."""
+    module docstring), or None when its recall would not find the fact. ``thoughts=False``
+    leaves the reason sentence out: a reply starts at ``<update>`` (the prompt asks for a brief
+    thought, the format does not need one). The reason is a decision made before any note,
+    and warm starts took the commoner one for every section (CAMPAIGN.md, stop 65); without
+    it the notes themselves decide, as MemAgent's do."""
     config = agent.config
     _, chunks = await agent.chunks(sample.question, sample.context)
     evidence = evidence_sentences(sample)
@@ -66,7 +72,7 @@ async def rememr1_episode(agent: ReMemR1, sample: Sample) -> list[OracleTurn] | 
             query = f"{sample.meta['bridge_entity']} {attribute}"
         update = " ".join(kept + noted) or NO_MEMORY
         reason = _reason(new, noted, query, sample, attribute)
-        reply = f"{reason}\n<update>{update}</update>"
+        reply = f"{reason}\n<update>{update}</update>" if thoughts else f"<update>{update}</update>"
         if query:
             reply += f"\n<recall>{query}</recall>"
         # noting a code in passing is evidence too: kept from run.update_share's draw

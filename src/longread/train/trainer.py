@@ -235,6 +235,7 @@ class Trainer:
             decision_weight=run.decision_weight,
             row_kinds=run.row_kinds,
             followup_weight=run.followup_weight,
+            rememr1_thoughts=run.rememr1_thoughts,
         )
         if not rows:
             raise UsageError(
