@@ -77,7 +77,8 @@ async def probe(data: Path, adapter: str, limit: int) -> tuple[Counter[str], Cou
     agent = ReMemR1(backend, await make_tokenizer(backend, settings), config)
     params = SamplingParams(temperature=0.0, max_tokens=config.memory_tokens)
     right_by, asked_by, formed = Counter[str](), Counter[str](), 0
-    for sample in load_samples(data)[:limit]:
+    files = sorted(data.glob("*.jsonl")) if data.is_dir() else [data]
+    for sample in [s for f in files for s in load_samples(f)][:limit]:
         turns = await rememr1_episode(agent, sample) or []
         nothing_seen = 0
         for index, turn in enumerate(turns):
