@@ -258,6 +258,7 @@ if want agents; then
   cell rememr1 sft28o ruler_niah_single_2 16384
   # stop 65: sft28q (no reason sentence): its needle probe took every needle in
   cell rememr1 sft28q ruler_niah_single_2 8192
+  cell rememr1 sft28q ruler_niah_single_2 16384
   for agent_stage in ${AGENT_STAGES:-}; do
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed 8192
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed_same 8192
