@@ -140,3 +140,39 @@ def test_sft_rows_of_rememr1_hold_its_tags(tmp_path):
     replies = [policy.tokenizer.decode(r.completion_ids) for r in rows if not r.is_final]
     assert replies and all("<update>" in r and "</update>" in r for r in replies)
     assert any("<recall>" in r for r in replies)
+
+
+def test_noisy_and_made_up_notes_are_shown_and_the_reply_keeps_the_clean_memory():
+    """`run.noisy_notes` and `run.false_claims` with rememr1: a step after the first is shown
+    its memory with filler or a made-up note added (the question's frame with no value, as
+    sft28q wrote at the first section, or a wrong value); the ideal reply is unchanged, and
+    no made-up note holds the gold answer."""
+    import random
+
+    from longread.data.records import Sample
+
+    sample = Sample(
+        "n", "What is the special magic number for old-pond mentioned in the provided text?",
+        NEEDLE_DOC, ["4720519"],
+    )  # fmt: skip
+    agent = ReMemR1(ScriptedBackend([]), WordTokenizer(), CONFIG)
+    clean = asyncio.run(rememr1_episode(agent, sample))
+    slipped = asyncio.run(
+        rememr1_episode(agent, sample, noise_rate=1.0, claim_rate=1.0, rng=random.Random(4))
+    )
+    assert [t.reply for t in slipped] == [t.reply for t in clean]
+    shown = [memory_shown(t) for t in slipped if t.kind == "update"]
+    clean_shown = [memory_shown(t) for t in clean if t.kind == "update"]
+    assert shown[0] == clean_shown[0] == "No previous memory"
+    assert all(s != c for s, c in zip(shown[1:], clean_shown[1:], strict=True))
+    frame = "The special magic number for old-pond mentioned in the provided text."
+    assert any(frame in s for s in shown)  # the frame a warm start made up
+    made_up = [s.replace(c, "") for s, c in zip(shown, clean_shown, strict=True)]
+    assert not any("4720519" in note for note in made_up)
+    assert slipped[0].from_empty and not slipped[1].from_empty
+
+
+def memory_shown(turn) -> str:
+    """The current memory a step prompt shows (between its headings)."""
+    content = turn.messages[0]["content"]
+    return content.split("Current memory:\n", 1)[1].split("\n\nSection:", 1)[0]

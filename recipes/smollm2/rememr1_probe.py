@@ -1,6 +1,7 @@
 """What does an adapter write in ReMemR1's step, in the states an oracle reading leaves? (issue 28)
 
     .venv/bin/python recipes/smollm2/rememr1_probe.py DATA ADAPTER [ADAPTER ...] [--limit N]
+        [--made-up]
 
 sft28m learnt ReMemR1's tags but not their content: replies repeated made-up filler inside
 `<update>` blocks to the cap (8 of 90 well formed; CAMPAIGN.md, stop 63). This asks each
@@ -17,12 +18,18 @@ chunking), and counts per state the replies that do what the oracle does:
 Every reply is also checked for ReMemR1's format (`parse_step_reply`: one closed `<update>`, at
 most one `<recall>`). Each sample gives its evidence, noted and recall steps and its first two
 steps without evidence, so a probe of 10 samples asks about 40 prompts.
+
+``--made-up`` shows every step after the first its memory with a made-up note added (the
+question's frame with no value, or a wrong value: ``run.false_claims``'s notes), the state
+that sft28q's niah_single_2 16K misses were in (CAMPAIGN.md, stop 66); a reply is right only
+if it drops the note (the oracle's reply to the clean memory).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import re
 from collections import Counter
 from pathlib import Path
@@ -67,9 +74,12 @@ def right(state: str, oracle: str, reply: str, place: str) -> bool:
     return all(s in parsed.update for s in sentences)
 
 
-async def probe(data: Path, adapter: str, limit: int) -> tuple[Counter[str], Counter[str], int]:
-    """Ask ``adapter`` the probe's prompts; print each reply; count right and asked per state,
-    and the well-formed replies."""
+async def probe(
+    data: Path, adapter: str, limit: int, made_up: bool = False
+) -> tuple[Counter[str], Counter[str], int]:
+    """Ask ``adapter`` the probe's prompts (with ``made_up``, shown made-up notes: module
+    docstring); print each reply; count right and asked per state, and the well-formed
+    replies."""
     named = adapter not in ("base", "shared")
     settings = BackendSettings(adapter=adapter if named else None, base_model=adapter == "base")
     backend = make_backend(settings)
@@ -79,7 +89,8 @@ async def probe(data: Path, adapter: str, limit: int) -> tuple[Counter[str], Cou
     right_by, asked_by, formed = Counter[str](), Counter[str](), 0
     files = sorted(data.glob("*.jsonl")) if data.is_dir() else [data]
     for sample in [s for f in files for s in load_samples(f)][:limit]:
-        turns = await rememr1_episode(agent, sample) or []
+        slips = {"claim_rate": 1.0, "rng": random.Random(sample.id)} if made_up else {}
+        turns = await rememr1_episode(agent, sample, **slips) or []
         nothing_seen = 0
         for index, turn in enumerate(turns):
             if turn.kind != "update":
@@ -108,8 +119,11 @@ def main() -> None:
         help="adapter GGUFs to ask; base (the model as released) or shared (grpo26b)",
     )
     parser.add_argument("--limit", type=int, default=10, help="samples to probe (default 10)")
+    parser.add_argument(
+        "--made-up", action="store_true", help="show each step after the first a made-up note"
+    )
     args = parser.parse_args()
-    table = [(a, asyncio.run(probe(args.data, a, args.limit))) for a in args.adapters]
+    table = [(a, asyncio.run(probe(args.data, a, args.limit, args.made_up))) for a in args.adapters]
     print(f"\n| adapter | well formed | {' | '.join(STATES)} |\n|---|---:|{'---:|' * len(STATES)}")
     for adapter, (right_by, asked_by, formed) in table:
         cells = " | ".join(f"{right_by[s]}/{asked_by[s]}" for s in STATES)

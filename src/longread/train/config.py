@@ -217,13 +217,15 @@ class RunSection:
         0.0,
         "sft: chance that an update after the first shows notes with a run of filler sentences "
         "from sections already read added, the ideal reply still the clean notes (teaches "
-        "dropping copied filler); 0 = the clean oracle episodes only",
+        "dropping copied filler; memagent, memreread's root pass and rememr1); 0 = the clean "
+        "oracle episodes only",
     )
     false_claims: float = option(
         0.0,
         "sft: chance that an update after the first shows notes with a made-up answer added "
         "(the question's words with a wrong value), the ideal reply still the clean notes "
-        "(teaches dropping answers the document has not given); 0 = never",
+        "(teaches dropping answers the document has not given; with rememr1 also the "
+        "question's frame with no value, the note warm start sft28q made up); 0 = never",
     )
     probe_noisy_yes: float = option(
         0.0,

@@ -135,10 +135,10 @@ def oracle_pass(
     for chunk in chunks:
         shown = memory
         if read and reading.noise_rate > 0 and rng.random() < reading.noise_rate:
-            shown = _with_filler(memory, read, rng)
+            shown = with_filler(memory, read, rng)
         if read and reading.claim_rate > 0 and rng.random() < reading.claim_rate:
             claim = false_claim(reading.question, reading.answers, rng)
-            shown = _with_claim(shown, claim, rng)
+            shown = with_claim(shown, claim, rng)
         messages = update_messages(reading.question, shown, chunk.text, prompts, reading)
         if reading.exit_probe and shown != memory and not _holds_all(shown, reading):
             # Noisy notes are notes the policy might have written: the probe must say no to
@@ -163,7 +163,7 @@ def oracle_pass(
             if done and read and reading.noisy_yes > 0 and rng.random() < reading.noisy_yes:
                 # A probe taught "yes" only on clean notes says no once they copied some
                 # filler too (stage sft29q: bench/exit_probe_wordings.py)
-                noisy = probe_messages(reading.question, _with_filler(memory, read, rng), prompts)
+                noisy = probe_messages(reading.question, with_filler(memory, read, rng), prompts)
                 turns.append(OracleTurn(noisy, "yes", "probe"))
         if done:
             break
@@ -201,7 +201,7 @@ def filler_sentences(text: str, evidence: Sequence[str], answers: Sequence[str])
     ]
 
 
-def _with_filler(memory: str, read: Sequence[str], rng: random.Random) -> str:
+def with_filler(memory: str, read: Sequence[str], rng: random.Random) -> str:
     """``memory`` with a run of consecutive ``read`` sentences before or after it (instead of
     it, when the notes are still empty), as a model that copies filler writes them."""
     count = rng.randint(1, min(MAX_NOISE_SENTENCES, len(read)))
@@ -221,11 +221,21 @@ def false_claim(question: str, answers: Sequence[str], rng: random.Random) -> st
     question's words with a value that is not a gold answer ("The special magic number for X
     mentioned in the provided text is 11."), or "The answer is ..." for other questions."""
     wrong = _wrong_value(answers, rng)
+    framed = question_subject(question)
+    if framed is None:
+        return f"The answer is {wrong}."
+    verb, subject = framed
+    return f"{subject} {verb} {wrong}."
+
+
+def question_subject(question: str) -> tuple[str, str] | None:
+    """("is", "The special magic number for X") for "What is the special magic number for
+    X?" (the verb, and the subject capitalised), or None for a question not of that form."""
     match = _WHAT_IS.match(question.strip())
     if not match:
-        return f"The answer is {wrong}."
+        return None
     subject = match["subject"]
-    return f"{subject[0].upper()}{subject[1:]} {match['verb']} {wrong}."
+    return match["verb"], f"{subject[0].upper()}{subject[1:]}"
 
 
 def _wrong_value(answers: Sequence[str], rng: random.Random) -> str:
@@ -246,7 +256,7 @@ def _wrong_value(answers: Sequence[str], rng: random.Random) -> str:
 _MADE_UP_WORDS = ("yes", "no", "unknown", "John Smith", "London", "1990", "the United States")
 
 
-def _with_claim(memory: str, claim: str, rng: random.Random) -> str:
+def with_claim(memory: str, claim: str, rng: random.Random) -> str:
     """``memory`` with ``claim`` before or after it (instead of it, when still empty)."""
     if memory == NO_MEMORY:
         return claim
@@ -345,7 +355,8 @@ async def _episode(
     from .oracle_reread import reread_episode
 
     if isinstance(reader, ReMemR1):
-        return await rememr1_episode(reader, sample, rememr1_thoughts) or []
+        episode = rememr1_episode(reader, sample, rememr1_thoughts, noise_rate, claim_rate, rng)
+        return await episode or []
 
     if isinstance(reader, MemReread):
         if section_first is not None:

@@ -19,10 +19,19 @@ that step's memory in the history, which is what ``<recall>`` searches:
 The recall goes through the agent's own history search, as at run time: an episode whose
 recall would not bring the fact back is not written (``None``). Supervised data derived from
 the gold answer: a warm start, reported apart from RL.
+
+Noisy notes and made-up notes (``run.noisy_notes``, ``run.false_claims``): a step after the
+first may show a memory with filler sentences or a made-up note added, as the policy writes
+them; the ideal reply is still the clean memory. A made-up note is either a wrong answer
+(``oracle.false_claim``) or the question's own frame with no value ("The special magic
+number for old-pond mentioned in the provided text."), which warm start sft28q wrote at the
+first section and then kept over the needle (CAMPAIGN.md, stop 66). The history the recall
+searches keeps the clean memories: the noise stands for one step's slip, not the oracle's.
 """
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Sequence
 
@@ -31,7 +40,15 @@ from ..agents.recall import TfidfHistory
 from ..agents.rememr1 import ReMemR1, final_messages, format_recalled, step_messages
 from ..data.evidence import evidence_sentences, split_sentences
 from ..data.records import Sample
-from .oracle import OracleTurn, shortest_answer
+from .oracle import (
+    OracleTurn,
+    false_claim,
+    filler_sentences,
+    question_subject,
+    shortest_answer,
+    with_claim,
+    with_filler,
+)
 
 NOTHING = "This section adds nothing about the problem."
 NOTED = "This section states {attribute}s of places not yet tied to the problem; noting them."
@@ -40,15 +57,23 @@ LOST = "This section ties the problem to {place}, whose {attribute} an earlier m
 
 
 async def rememr1_episode(
-    agent: ReMemR1, sample: Sample, thoughts: bool = True
+    agent: ReMemR1,
+    sample: Sample,
+    thoughts: bool = True,
+    noise_rate: float = 0.0,
+    claim_rate: float = 0.0,
+    rng: random.Random | None = None,
 ) -> list[OracleTurn] | None:
     """The ideal ReMemR1 run over ``sample`` with ``agent``'s chunking and prompts (see the
     module docstring), or None when its recall would not find the fact. ``thoughts=False``
     leaves the reason sentence out: a reply starts at ``<update>`` (the prompt asks for a brief
     thought, the format does not need one). The reason is a decision made before any note,
     and warm starts took the commoner one for every section (CAMPAIGN.md, stop 65); without
-    it the notes themselves decide, as MemAgent's do."""
+    it the notes themselves decide, as MemAgent's do. ``noise_rate`` and ``claim_rate``: the
+    chance that a step after the first shows noisy or made-up notes (module docstring);
+    ``rng`` draws them, and nothing is drawn when both are 0."""
     config = agent.config
+    rng = rng or random.Random(0)
     _, chunks = await agent.chunks(sample.question, sample.context)
     evidence = evidence_sentences(sample)
     chain = sample.meta.get("dataset") == "chains" and sample.meta.get("order") == "reversed"
@@ -57,9 +82,12 @@ async def rememr1_episode(
     history = TfidfHistory()
     kept: list[str] = []  # what is tied to the question, in reading order
     recalled, memory = "", NO_MEMORY  # what the next prompt shows: the last update's memory
+    read: list[str] = []  # filler sentences of the sections read so far
     turns: list[OracleTurn] = []
     for step, chunk in enumerate(chunks):
-        messages = step_messages(sample.question, recalled, memory, chunk.text, config.prompts)
+        shown = _slipped(memory, read, sample, noise_rate, claim_rate, rng)
+        messages = step_messages(sample.question, recalled, shown, chunk.text, config.prompts)
+        read += filler_sentences(chunk.text, evidence, sample.answers)
         if chain and fact in recalled and fact not in kept:
             kept.append(fact)  # the recalled fact, folded in
         new = [s for s in evidence if s in chunk.text and s not in kept]
@@ -77,7 +105,8 @@ async def rememr1_episode(
             reply += f"\n<recall>{query}</recall>"
         # noting a code in passing is evidence too: kept from run.update_share's draw
         taken = bool(new or noted or query)
-        turns.append(OracleTurn(messages, reply, "update", takes_evidence=taken))
+        from_empty = shown == NO_MEMORY
+        turns.append(OracleTurn(messages, reply, "update", taken, from_empty))
         # as ReMemR1 does: search the earlier memories first, then add this step's
         hits = history.search(query, config.recall_top_k, config.recall_threshold) if query else []
         recalled = format_recalled(hits)
@@ -88,6 +117,29 @@ async def rememr1_episode(
     final = final_messages(sample.question, recalled, memory, config.prompts)
     turns.append(OracleTurn(final, f"\\boxed{{{shortest_answer(sample.answers)}}}", "final"))
     return turns
+
+
+def _slipped(
+    memory: str, read: list[str], sample: Sample, noise_rate: float, claim_rate: float,
+    rng: random.Random,
+) -> str:  # fmt: skip
+    """The memory a step is shown: ``memory``, or (after the first step, by chance) that memory
+    with filler sentences of the sections read, and/or a made-up note, added."""
+    shown = memory
+    if read and noise_rate > 0 and rng.random() < noise_rate:
+        shown = with_filler(memory, read, rng)
+    if read and claim_rate > 0 and rng.random() < claim_rate:
+        shown = with_claim(shown, made_up_note(sample.question, sample.answers, rng), rng)
+    return shown
+
+
+def made_up_note(question: str, answers: Sequence[str], rng: random.Random) -> str:
+    """A note the document never gave: a wrong answer to ``question`` or, half the time when
+    the question reads "What is X?", X itself as a sentence with no value."""
+    framed = question_subject(question)
+    if framed and rng.random() < 0.5:
+        return f"{framed[1]}."
+    return false_claim(question, answers, rng)
 
 
 def _candidates(text: str, attribute: str, kept: Sequence[str]) -> list[str]:
