@@ -259,6 +259,13 @@ if want agents; then
   # stop 65: sft28q (no reason sentence): its needle probe took every needle in
   cell rememr1 sft28q ruler_niah_single_2 8192
   cell rememr1 sft28q ruler_niah_single_2 16384
+  cell rememr1 sft28q hotpotqa 8192  # stop 66: rememr1's shipped adapter since
+  cell rememr1 sft28q chains_reversed_same 8192
+  # stop 66: sft28aa (sft28q shown made-up and noisy notes, the reply the clean memory): both
+  # of sft28q's 16K misses kept a made-up note over the needle
+  cell rememr1 sft28aa ruler_niah_single_2 16384
+  cell rememr1 sft28aa ruler_niah_single_2 8192
+  cell rememr1 sft28aa hotpotqa 8192
   for agent_stage in ${AGENT_STAGES:-}; do
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed 8192
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed_same 8192
