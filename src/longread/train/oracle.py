@@ -28,8 +28,9 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..agents.memagent import (
@@ -133,12 +134,8 @@ def oracle_pass(
     read: list[str] = []  # filler sentences of the sections read so far, in order
     turns = []
     for chunk in chunks:
-        shown = memory
-        if read and reading.noise_rate > 0 and rng.random() < reading.noise_rate:
-            shown = with_filler(memory, read, rng)
-        if read and reading.claim_rate > 0 and rng.random() < reading.claim_rate:
-            claim = false_claim(reading.question, reading.answers, rng)
-            shown = with_claim(shown, claim, rng)
+        claim = partial(false_claim, reading.question, reading.answers, rng)
+        shown = slipped(memory, read, rng, reading.noise_rate, reading.claim_rate, claim)
         messages = update_messages(reading.question, shown, chunk.text, prompts, reading)
         if reading.exit_probe and shown != memory and not _holds_all(shown, reading):
             # Noisy notes are notes the policy might have written: the probe must say no to
@@ -163,7 +160,7 @@ def oracle_pass(
             if done and read and reading.noisy_yes > 0 and rng.random() < reading.noisy_yes:
                 # A probe taught "yes" only on clean notes says no once they copied some
                 # filler too (stage sft29q: bench/exit_probe_wordings.py)
-                noisy = probe_messages(reading.question, with_filler(memory, read, rng), prompts)
+                noisy = probe_messages(reading.question, _with_filler(memory, read, rng), prompts)
                 turns.append(OracleTurn(noisy, "yes", "probe"))
         if done:
             break
@@ -201,7 +198,22 @@ def filler_sentences(text: str, evidence: Sequence[str], answers: Sequence[str])
     ]
 
 
-def with_filler(memory: str, read: Sequence[str], rng: random.Random) -> str:
+def slipped(
+    memory: str, read: Sequence[str], rng: random.Random, noise_rate: float, claim_rate: float,
+    claim: Callable[[], str],
+) -> str:  # fmt: skip
+    """The notes an update is shown: ``memory`` or, once sections have been ``read`` and by
+    chance, ``memory`` with filler of them (``noise_rate``) and/or a made-up note drawn by
+    ``claim`` (``claim_rate``) added, as the policy writes them. Nothing is drawn at a 0 rate."""
+    shown = memory
+    if read and noise_rate > 0 and rng.random() < noise_rate:
+        shown = _with_filler(memory, read, rng)
+    if read and claim_rate > 0 and rng.random() < claim_rate:
+        shown = _with_claim(shown, claim(), rng)
+    return shown
+
+
+def _with_filler(memory: str, read: Sequence[str], rng: random.Random) -> str:
     """``memory`` with a run of consecutive ``read`` sentences before or after it (instead of
     it, when the notes are still empty), as a model that copies filler writes them."""
     count = rng.randint(1, min(MAX_NOISE_SENTENCES, len(read)))
@@ -256,7 +268,7 @@ def _wrong_value(answers: Sequence[str], rng: random.Random) -> str:
 _MADE_UP_WORDS = ("yes", "no", "unknown", "John Smith", "London", "1990", "the United States")
 
 
-def with_claim(memory: str, claim: str, rng: random.Random) -> str:
+def _with_claim(memory: str, claim: str, rng: random.Random) -> str:
     """``memory`` with ``claim`` before or after it (instead of it, when still empty)."""
     if memory == NO_MEMORY:
         return claim

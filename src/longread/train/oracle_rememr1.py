@@ -34,6 +34,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
+from functools import partial
 
 from ..agents.memagent import NO_MEMORY
 from ..agents.recall import TfidfHistory
@@ -46,8 +47,7 @@ from .oracle import (
     filler_sentences,
     question_subject,
     shortest_answer,
-    with_claim,
-    with_filler,
+    slipped,
 )
 
 NOTHING = "This section adds nothing about the problem."
@@ -85,7 +85,8 @@ async def rememr1_episode(
     read: list[str] = []  # filler sentences of the sections read so far
     turns: list[OracleTurn] = []
     for step, chunk in enumerate(chunks):
-        shown = _slipped(memory, read, sample, noise_rate, claim_rate, rng)
+        claim = partial(made_up_note, sample.question, sample.answers, rng)
+        shown = slipped(memory, read, rng, noise_rate, claim_rate, claim)
         messages = step_messages(sample.question, recalled, shown, chunk.text, config.prompts)
         read += filler_sentences(chunk.text, evidence, sample.answers)
         if chain and fact in recalled and fact not in kept:
@@ -117,20 +118,6 @@ async def rememr1_episode(
     final = final_messages(sample.question, recalled, memory, config.prompts)
     turns.append(OracleTurn(final, f"\\boxed{{{shortest_answer(sample.answers)}}}", "final"))
     return turns
-
-
-def _slipped(
-    memory: str, read: list[str], sample: Sample, noise_rate: float, claim_rate: float,
-    rng: random.Random,
-) -> str:  # fmt: skip
-    """The memory a step is shown: ``memory``, or (after the first step, by chance) that memory
-    with filler sentences of the sections read, and/or a made-up note, added."""
-    shown = memory
-    if read and noise_rate > 0 and rng.random() < noise_rate:
-        shown = with_filler(memory, read, rng)
-    if read and claim_rate > 0 and rng.random() < claim_rate:
-        shown = with_claim(shown, made_up_note(sample.question, sample.answers, rng), rng)
-    return shown
 
 
 def made_up_note(question: str, answers: Sequence[str], rng: random.Random) -> str:
