@@ -13,7 +13,15 @@ from longread.agents.rememr1 import (
     parse_step_reply,
 )
 from longread.errors import UsageError
-from longread.trace import FORMAT_ERROR, MEMORY_TRUNCATED, NO_BOXED_ANSWER, Run
+from longread.trace import (
+    COPY_REPAIRED,
+    FORMAT_ERROR,
+    MEMORY_TRUNCATED,
+    NO_BOXED_ANSWER,
+    NOTES_UNGROUNDED,
+    NOTES_UNRELATED,
+    Run,
+)
 
 from .scripted import ScriptedBackend, WordTokenizer
 from .test_memagent import chunks
@@ -384,3 +392,78 @@ def test_steps_must_increase():
         history.add(0, "another memory")
     with pytest.raises(ValueError):
         history.search("memory", top_k=0)
+
+
+# --- longread's memory options, as memagent reads with them -----------------------------------
+
+NEEDLE_SECTIONS = ["Ann wrote it.", "The code is 4412.", "Filler.", "More filler."]
+
+
+def current_memory(prompt: str) -> str:
+    return prompt.split("Current memory:\n", 1)[1].split("\n\n", 1)[0]
+
+
+def made_up_then_kept(made_up: str):
+    """A model that writes ``made_up`` over an empty memory before the evidence, copies the
+    code when its memory is empty at the code's section, and otherwise keeps its memory:
+    sft28q's two misses at niah_single_2 16K."""
+
+    def reply(messages) -> str:
+        prompt = messages[-1]["content"]
+        if "Section:" not in prompt:  # the final call: memory and recalled memory only
+            return "\\boxed{4412}" if "4412" in prompt else "\\boxed{none}"
+        memory = current_memory(prompt)
+        if memory == NO_MEMORY:
+            return update("The code is 4412." if "4412" in prompt else made_up)
+        return update(memory, recall="code")
+
+    return reply
+
+
+async def test_grounded_notes_cut_a_made_up_note_so_the_needle_gets_in_and_it_is_never_recalled():
+    made_up = "A code mentioned in the provided text is no previous memory."
+    question = "What is the code?"
+    backend = ScriptedBackend([made_up_then_kept(made_up)] * 5)
+    run = await agent_for(backend, grounded_notes=True).run(question, chunks(*NEEDLE_SECTIONS))
+    assert NOTES_UNGROUNDED in run.steps[0].flags and run.steps[0].memory == NO_MEMORY
+    assert run.steps[1].memory == "The code is 4412." and run.answer == "4412"
+    # the cut note is not in the history: the later recalls bring back the needle only
+    assert all("no previous memory" not in (s.recall.memory or "") for s in run.steps[2:-1])
+    assert run.steps[2].recall.memory == "[step 1] The code is 4412."
+    # the paper's memory keeps the made-up note to the end
+    run = await agent_for(ScriptedBackend([made_up_then_kept(made_up)] * 5)).run(
+        question, chunks(*NEEDLE_SECTIONS)
+    )
+    assert run.steps[-2].memory == made_up and run.answer == "none"
+
+
+async def test_focused_notes_clear_copied_filler_before_the_needle():
+    question = "What is the code?"
+    backend = ScriptedBackend([made_up_then_kept("Ann wrote it.")] * 5)
+    run = await agent_for(backend, focused_notes=True).run(question, chunks(*NEEDLE_SECTIONS))
+    assert NOTES_UNRELATED in run.steps[0].flags and run.answer == "4412"
+    plain = await agent_for(ScriptedBackend([made_up_then_kept("Ann wrote it.")] * 5)).run(
+        question, chunks(*NEEDLE_SECTIONS)
+    )
+    assert plain.answer == "none"
+
+
+async def test_exact_copies_repair_a_miscopied_value_in_notes_and_answer():
+    question = "What is the code?"
+    sections = ["The code is 44120917.", "Filler."]
+    backend = ScriptedBackend(
+        [update("The code is 4412917."), update("The code is 4412917."), "\\boxed{4412917}"]
+    )
+    run = await agent_for(backend, exact_copies=True).run(question, chunks(*sections))
+    assert COPY_REPAIRED in run.steps[0].flags
+    assert run.steps[0].memory == "The code is 44120917." and run.answer == "44120917"
+
+
+def test_the_memory_options_are_rememr1_flags():
+    from longread.agents import make_config
+
+    config = make_config("rememr1", grounded_notes=True, focused_notes=True, exact_copies=True)
+    assert (config.grounded_notes, config.focused_notes, config.exact_copies) == (True,) * 3
+    assert not ReMemR1Config().grounded_notes  # the paper's memory by default
+    with pytest.raises(UsageError, match="--focused-reread"):
+        make_config("rememr1", focused_reread=True)  # a reread call has no place in its format

@@ -203,6 +203,15 @@ ACTS_ONLY_WITH: dict[str, tuple[str, ...]] = {
 }
 
 
+class NoteOptions(Protocol):
+    """The memory options an agent applies after each update (``tidy_notes``): memagent's and
+    memreread's config, and ReMemR1's."""
+
+    exact_copies: bool
+    grounded_notes: bool
+    focused_notes: bool
+
+
 class UpdateLayout(Protocol):
     """How an update prompt is laid out. ``MemAgentConfig`` carries one, and so does the
     oracle's ``Reading`` (train/oracle.py), so that training writes the agent's own prompts."""
@@ -304,13 +313,27 @@ async def update_step(
     record.sources = ctx.provenance.on_update(
         memory, record.memory or memory, chunk, question, anchors
     )
+    tidy_notes(ctx, config, question, record, key)
+    return record
+
+
+def tidy_notes(
+    ctx: CallContext,
+    config: NoteOptions,
+    question: str,
+    record: Step,
+    key: frozenset[str] = frozenset(),
+) -> None:
+    """The memory options after an update wrote ``record``'s memory, in this order: near
+    copies repaired (``exact_copies``), then notes no section read holds cut
+    (``grounded_notes``), then a memory with no note about ``question`` cleared
+    (``focused_notes``)."""
     if config.exact_copies:
         repair_near_copies(ctx, question, record)
     if config.grounded_notes:
         cut_ungrounded_notes(ctx, question, record, key)
     if config.focused_notes:
         clear_unrelated_notes(question, record)
-    return record
 
 
 def repair_near_copies(ctx: CallContext, question: str, record: Step) -> None:

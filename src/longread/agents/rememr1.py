@@ -32,16 +32,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..citations.copies import exact_answer_copy
+from ..citations.focus import LEAST_SHARE, key_terms
 from ..errors import UsageError
 from ..llm.base import LLMBackend, Message
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
-from ..trace import FORMAT_ERROR, Recall, Step
+from ..trace import COPY_REPAIRED, FORMAT_ERROR, Recall, Step
 from .answer import keep_memory, memory_text, read_answer
 from .base import AgentBase, CallContext, Document, ProgressCallback, Reading
 from .budget import ChunkPlan, check_fits, plan_chunk
 from .config import SamplingConfig
-from .memagent import NO_MEMORY, answer_evidence, run_notes
+from .memagent import NO_MEMORY, answer_evidence, run_notes, tidy_notes
 from .prompts import Prompts, render
 from .recall import DEFAULT_THRESHOLD, MemoryHistory, RecallHit, TfidfHistory
 
@@ -65,6 +67,16 @@ class ReMemR1Config(SamplingConfig):
     final_tokens: int = 2048  # max new tokens of the final answer
     recall_top_k: int = 1  # memories a recall brings back (the reference: 1)
     recall_threshold: float = DEFAULT_THRESHOLD  # TF-IDF cosine below which nothing is recalled
+    # longread's memory options, as memagent has them (agents/memagent.py, tidy_notes), applied
+    # to each <update> before it is carried and stored for recall. Off is the paper's memory.
+    # A near copy of a section's value is written as the section has it (copy_repaired).
+    exact_copies: bool = False
+    # Notes about the question that no section read holds are cut (notes_ungrounded): a small
+    # model's made-up first note ("A special magic number for X mentioned in the provided
+    # text.") is otherwise kept to the end, over the needle (sft28q's misses at 16K).
+    grounded_notes: bool = False
+    # A memory with no note about the question (copied filler) is cleared (notes_unrelated).
+    focused_notes: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -187,6 +199,7 @@ async def rememr1_step(
     chunk: Chunk,
     step: int,
     history: MemoryHistory,
+    key: frozenset[str] = frozenset(),
 ) -> Step:
     """One ReMemR1 step over ``chunk``; the single implementation used by evaluation and RL.
 
@@ -197,7 +210,9 @@ async def rememr1_step(
 
     Without a usable ``<update>`` the previous memory is kept and flagged: the
     reply minus its tags would be mostly reasoning, the very thing the fix keeps out of the
-    memory, while the previous memory is known to be well formed and within the cap.
+    memory, while the previous memory is known to be well formed and within the cap. The
+    memory options (``tidy_notes``; ``key``: the question's key, for grounded notes) act on
+    the update before it is carried and stored: a cut note is never recalled.
     """
     messages = step_messages(question, recalled, memory, chunk.text, config.prompts)
     record = await ctx.call(
@@ -213,10 +228,13 @@ async def rememr1_step(
         record.flags.append(FORMAT_ERROR)
     keep_memory(record, reply.update, memory)
     record.sources = ctx.provenance.on_update(memory, record.memory or memory, chunk, question)
+    tidy_notes(ctx, config, question, record, key)
     if reply.recall is not None:
         record.recall = await _recall(reply.recall, history, config)
-    if reply.update is not None:
-        history.add(step, reply.update)
+    # an update the options emptied holds nothing to recall, as the initial placeholder
+    emptied = record.memory == NO_MEMORY != reply.update
+    if reply.update is not None and not emptied:
+        history.add(step, record.memory or reply.update)
     return record
 
 
@@ -235,10 +253,16 @@ async def rememr1_final(
     ctx: CallContext, config: ReMemR1Config, question: str, memory: str, recalled: str, step: int
 ) -> Step:
     """Answer from the memory and the recalled memory; the answer is the last \\boxed{} (else
-    the whole reply, flagged ``NO_BOXED_ANSWER``)."""
+    the whole reply, flagged ``NO_BOXED_ANSWER``). With ``exact_copies`` a value the answer
+    nearly copied from them is written as they have it (flagged ``copy_repaired``)."""
     messages = final_messages(question, recalled, memory, config.prompts)
     record = await ctx.call("final", step, messages, config.params(config.final_tokens))
-    return read_answer(record)
+    read_answer(record)
+    if config.exact_copies and record.answer:
+        record.answer, fixes = exact_answer_copy(record.answer, f"{memory}\n{recalled}")
+        if fixes:
+            record.flags.append(COPY_REPAIRED)
+    return record
 
 
 async def read_with_recall(
@@ -257,12 +281,24 @@ async def read_with_recall(
     """
     memory, recalled = NO_MEMORY, ""
     steps: list[Step] = []
+    key = rememr1_key(config, question, chunks)
     for step, chunk in enumerate(chunks):
-        record = await rememr1_step(ctx, config, question, memory, recalled, chunk, step, history)
+        record = await rememr1_step(
+            ctx, config, question, memory, recalled, chunk, step, history, key
+        )
         memory = record.memory or memory
         recalled = (record.recall.memory if record.recall else None) or ""
         steps.append(record)
     return memory, recalled, steps
+
+
+def rememr1_key(config: ReMemR1Config, question: str, chunks: Sequence[Chunk]) -> frozenset[str]:
+    """With grounded notes, the terms of ``question`` that set its best match in ``chunks``
+    apart from rivals sharing its frame (``key_terms``, as memagent's ``question_key``): a
+    note giving the key another key's number is cut. Empty otherwise."""
+    if not config.grounded_notes:
+        return frozenset()
+    return key_terms((chunk.text for chunk in chunks), question, LEAST_SHARE)
 
 
 # --- budget and the agent ------------------------------------------------------------------

@@ -211,16 +211,16 @@ def agent_options(func: Any) -> Any:
                           "call; stops exits on made-up notes) [off: the papers' gate; on "
                           "where the adapter was trained to exit]."),
         click.option("--grounded-notes", type=click.Choice(["on", "off"]), callback=_on_off,
-                     help="memagent/memreread: cut from each update's memory the notes about "
-                          "the question that no section read holds (made-up answers; no "
-                          "call) [off: the papers' memory]."),
+                     help="memagent/memreread/rememr1: cut from each update's memory the "
+                          "notes about the question that no section read holds (made-up "
+                          "answers; no call) [off: the papers' memory]."),
         click.option("--focused-notes", type=click.Choice(["on", "off"]), callback=_on_off,
-                     help="memagent/memreread: clear a memory none of whose notes shares a "
-                          "word with the question (copied filler), so the evidence finds it "
-                          "empty (no call) [off: the papers' memory]."),
+                     help="memagent/memreread/rememr1: clear a memory none of whose notes "
+                          "shares a word with the question (copied filler), so the evidence "
+                          "finds it empty (no call) [off: the papers' memory]."),
         click.option("--exact-copies", type=click.Choice(["on", "off"]), callback=_on_off,
-                     help="memagent/memreread: where an update's note about the question "
-                          "nearly copied a value of the section it came from (a UUID with "
+                     help="memagent/memreread/rememr1: where an update's note about the "
+                          "question nearly copied a value of the section it came from (a UUID with "
                           "characters dropped), write the section's value instead, and the "
                           "memory's where the answer nearly copied one (no call) "
                           "[off: the papers' memory]."),
