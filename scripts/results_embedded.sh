@@ -269,6 +269,15 @@ if want agents; then
   # stop 66: grpo28m, RLMLR from sft28q (12 steps; its peft not kept: RL moved the notes toward
   # filler, CAMPAIGN.md)
   cell rememr1 grpo28m hotpotqa 8192
+  # stop 67: rememr1 with the shipped sft28q read with longread's memory options (grounded and
+  # focused notes, exact copies; rememr1 has them since stop 67): sft28q's 16K misses were a
+  # made-up note kept over the needle
+  cell rememr1 sft28q ruler_niah_single_2 16384 notes+focused+exact
+  cell rememr1 sft28q ruler_niah_single_2 8192 notes+focused+exact
+  cell rememr1 sft28q hotpotqa 8192 notes+focused+exact
+  # stop 67: grpo28r, ReA-GRPO from memreread's shipped sft28z (6 steps), read as sft28z ships
+  cell memreread grpo28r chains_reversed_same 8192 notes+focused+exact+reread
+  cell memreread grpo28r hotpotqa 8192 notes+focused+exact+reread
   for agent_stage in ${AGENT_STAGES:-}; do
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed 8192
     cell "${agent_stage%%:*}" "${agent_stage#*:}" chains_reversed_same 8192
