@@ -163,14 +163,30 @@ def test_without_the_adapters_agent_the_agents_own_defaults_hold(
     assert "trained with" not in result.stderr
 
 
+# rememr1's shipped adapter reads with the memory options rememr1 has (stop 67)
+REMEMR1_READS = (
+    "longread: rememr1's memory adapter reads with grounded notes, focused notes and exact "
+    "copies, as it shipped (give --grounded-notes off/--focused-notes off/--exact-copies off "
+    "for the papers' memory)\n"
+)
+REMEMR1_OPTIONS = ("grounded_notes", "focused_notes", "exact_copies")
+
+
 def test_rememr1_reads_as_its_own_shipped_adapter_was_trained(model, book, tmp_path):
     """Issue 28: rememr1 ships an adapter trained on its own format, at the shared one's
-    settings; it reads with them and says whose they are."""
+    settings, to read with the memory options; it reads with them and says whose they are."""
     result, trace = ask(book, tmp_path, "--agent", "rememr1")
     assert read_with(trace) == READ
+    assert all(trace["config"][option] for option in REMEMR1_OPTIONS)
     said = settings_said(result.stderr)
-    assert said == SAID.replace("the memory adapter", "rememr1's memory adapter")
+    assert said == SAID.replace("the memory adapter", "rememr1's memory adapter") + REMEMR1_READS
     assert len(chunk_sizes(trace)) == 3  # 1,000-token chunks, not ReMemR1's 5,000
+    # the flags give the paper's memory back
+    off = [arg for option in ("--grounded-notes", "--focused-notes", "--exact-copies")
+           for arg in (option, "off")]  # fmt: skip
+    (tmp_path / "off").mkdir()
+    _, trace = ask(book, tmp_path / "off", "--agent", "rememr1", *off)
+    assert not any(trace["config"][option] for option in REMEMR1_OPTIONS)
 
 
 def test_memreread_reads_its_passes_as_memagent_was_trained(model, book, tmp_path):
