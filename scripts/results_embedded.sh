@@ -251,7 +251,7 @@ if want agents; then
   cell memreread sft28z ruler_niah_single_2 16384 notes+focused+exact+reread
   cell memreread sft28z hotpotqa 8192 notes+focused+exact+reread
   # stop 65: ReMemR1 with sft28o (its format's warm start, from sft28n), read the papers' way (ReMemR1
-  # has no reading rules); the needles first (no worse than memagent's shipped default)
+  # had no reading rules until stop 67); the needles first (no worse than memagent's shipped default)
   cell rememr1 sft28o ruler_niah_single_2 8192
   cell rememr1 sft28o chains_reversed_same 8192
   cell rememr1 sft28o hotpotqa 8192
