@@ -275,6 +275,7 @@ if want agents; then
   cell rememr1 sft28q ruler_niah_single_2 16384 notes+focused+exact
   cell rememr1 sft28q ruler_niah_single_2 8192 notes+focused+exact
   cell rememr1 sft28q hotpotqa 8192 notes+focused+exact
+  cell rememr1 sft28q chains_reversed_same 8192 notes+focused+exact
   # stop 67: grpo28r, ReA-GRPO from memreread's shipped sft28z (6 steps), read as sft28z ships
   cell memreread grpo28r chains_reversed_same 8192 notes+focused+exact+reread
   cell memreread grpo28r hotpotqa 8192 notes+focused+exact+reread
