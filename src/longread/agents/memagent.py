@@ -570,11 +570,18 @@ async def final_step(
     params = config.params(config.final_tokens)
     record = await ctx.call("final", step, messages, params, phase=phase, reread=reread)
     read_answer(record)
-    if config.exact_copies and record.answer:
-        record.answer, fixes = exact_answer_copy(record.answer, memory)
+    if config.exact_copies:
+        repair_answer_copy(record, memory)
+    return record
+
+
+def repair_answer_copy(record: Step, source: str) -> None:
+    """Write a value ``record``'s answer nearly copied from ``source`` (the memory it was read
+    from) as ``source`` has it (flagged ``copy_repaired``; the reply stays as written)."""
+    if record.answer:
+        record.answer, fixes = exact_answer_copy(record.answer, source)
         if fixes:
             record.flags.append(COPY_REPAIRED)
-    return record
 
 
 def plan_memagent_chunk(

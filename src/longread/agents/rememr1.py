@@ -32,18 +32,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..citations.copies import exact_answer_copy
 from ..citations.focus import LEAST_SHARE, key_terms
 from ..errors import UsageError
 from ..llm.base import LLMBackend, Message
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
-from ..trace import COPY_REPAIRED, FORMAT_ERROR, Recall, Step
+from ..trace import FORMAT_ERROR, Recall, Step
 from .answer import keep_memory, memory_text, read_answer
 from .base import AgentBase, CallContext, Document, ProgressCallback, Reading
 from .budget import ChunkPlan, check_fits, plan_chunk
 from .config import SamplingConfig
-from .memagent import NO_MEMORY, answer_evidence, run_notes, tidy_notes
+from .memagent import NO_MEMORY, answer_evidence, repair_answer_copy, run_notes, tidy_notes
 from .prompts import Prompts, render
 from .recall import DEFAULT_THRESHOLD, MemoryHistory, RecallHit, TfidfHistory
 
@@ -232,9 +231,9 @@ async def rememr1_step(
     if reply.recall is not None:
         record.recall = await _recall(reply.recall, history, config)
     # an update the options emptied holds nothing to recall, as the initial placeholder
-    emptied = record.memory == NO_MEMORY != reply.update
-    if reply.update is not None and not emptied:
-        history.add(step, record.memory or reply.update)
+    emptied = record.memory == NO_MEMORY and reply.update != NO_MEMORY
+    if reply.update is not None and record.memory and not emptied:
+        history.add(step, record.memory)
     return record
 
 
@@ -258,10 +257,8 @@ async def rememr1_final(
     messages = final_messages(question, recalled, memory, config.prompts)
     record = await ctx.call("final", step, messages, config.params(config.final_tokens))
     read_answer(record)
-    if config.exact_copies and record.answer:
-        record.answer, fixes = exact_answer_copy(record.answer, f"{memory}\n{recalled}")
-        if fixes:
-            record.flags.append(COPY_REPAIRED)
+    if config.exact_copies:
+        repair_answer_copy(record, f"{memory}\n{recalled}")
     return record
 
 
