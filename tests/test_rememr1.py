@@ -15,6 +15,7 @@ from longread.agents.rememr1 import (
 from longread.errors import UsageError
 from longread.trace import (
     COPY_REPAIRED,
+    FOCUSED_REREAD,
     FORMAT_ERROR,
     MEMORY_TRUNCATED,
     NO_BOXED_ANSWER,
@@ -465,5 +466,43 @@ def test_the_memory_options_are_rememr1_flags():
     config = make_config("rememr1", grounded_notes=True, focused_notes=True, exact_copies=True)
     assert (config.grounded_notes, config.focused_notes, config.exact_copies) == (True,) * 3
     assert not ReMemR1Config().grounded_notes  # the paper's memory by default
-    with pytest.raises(UsageError, match="--focused-reread"):
-        make_config("rememr1", focused_reread=True)  # a reread call has no place in its format
+    assert make_config("rememr1", focused_reread=True).focused_reread
+    assert not ReMemR1Config().focused_reread
+
+
+def section(prompt: str) -> str:
+    return prompt.split("Section:\n", 1)[1].split("\n\n", 1)[0]
+
+
+GLUED = "The fox ran past the hedge and an owl The code for amber is 4412."
+
+
+def misses_the_glued_needle(messages) -> str:
+    """A model that calls a section empty unless shown the needle's sentence alone, and
+    recalls "amber" at every step: sft28q's miss at niah_single_2 16K (sample 3)."""
+    prompt = messages[-1]["content"]
+    if "Section:" not in prompt:
+        return "\\boxed{4412}" if "4412" in prompt else "\\boxed{none}"
+    memory = current_memory(prompt)
+    if section(prompt) == GLUED:
+        return update("The code for amber is 4412.", recall="owl")
+    return update(memory, recall="amber")
+
+
+async def test_focused_reread_shows_the_glued_needle_alone_and_its_note_is_carried_and_stored():
+    question = "What is the code for amber?"
+    sections = ["Filler about a dog.", f"Rain fell on the roof. {GLUED}", "More filler."]
+    backend = ScriptedBackend([misses_the_glued_needle] * 6)
+    run = await agent_for(backend, focused_reread=True).run(question, chunks(*sections))
+    reread = run.steps[2]
+    assert FOCUSED_REREAD in reread.flags and section(prompts(backend)[2]) == GLUED
+    assert run.steps[1].memory == NO_MEMORY  # the step itself missed it
+    assert reread.memory == "The code for amber is 4412." and run.answer == "4412"
+    # the step's own <recall> stands, the reread's is not searched; the note is stored
+    assert run.steps[1].recall.query == "amber" and reread.recall is None
+    assert run.steps[3].recall.memory == "[step 1] The code for amber is 4412."
+    # the paper's step reads each section once and misses it
+    plain = await agent_for(ScriptedBackend([misses_the_glued_needle] * 4)).run(
+        question, chunks(*sections)
+    )
+    assert len(plain.steps) == 4 and plain.answer == "none"

@@ -9,7 +9,7 @@ of a MemAgent turn: evaluation, serving, MemReread's passes and RL rollouts all 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -462,6 +462,10 @@ def restating(
     return Restating(question, config.keep_notes_share, quotes, config.reread_quotes, key)
 
 
+# Another agent's update call for a focused reread: the sentences to show, the call it made.
+Redo = Callable[[list[str]], Awaitable[Step]]
+
+
 async def focused_reread(
     ctx: CallContext,
     config: MemAgentConfig,
@@ -473,6 +477,7 @@ async def focused_reread(
     phase: str = "",
     reread: Reread | None = None,
     key: frozenset[str] = frozenset(),
+    redo: Redo | None = None,
 ) -> list[Step]:
     """With ``focused_reread``, after ``update`` (which read ``chunk`` onto ``memory``) left
     no note about ``question`` (or none restating it) or gave up a note restating it
@@ -482,16 +487,21 @@ async def focused_reread(
     ``memory`` is kept (flagged ``notes_restored``). With ``reread_quotes``, a reread whose
     notes do not restate the question either gets the sentences it was shown at the head of
     its memory (``quote_focus``). With a ``key`` (``question_key``), only sentences and
-    notes that hold it restate the question. The added calls."""
+    notes that hold it restate the question. ``redo`` makes the second call from the shown
+    sentences (ReMemR1's step); by default it is memagent's ``update_step``. The added
+    calls."""
     rule = restating(ctx, config, question, key)
     if not missed_question(config, rule, memory, update):
         return []
     calls: list[Step] = []
     focus = focus_sentences(chunk.text, question, least_share=config.reread_least_share, key=key)
     if focus:
-        second = await update_step(
-            ctx, config, question, memory, chunk, step, phase, reread, shown=focus, key=key
-        )
+        if redo is None:
+            second = await update_step(
+                ctx, config, question, memory, chunk, step, phase, reread, shown=focus, key=key
+            )
+        else:
+            second = await redo(focus)
         second.flags.append(FOCUSED_REREAD)
         # with reread_quotes, the rule already skips a note that is a question
         if config.reread_quotes and not restates(second.memory or NO_MEMORY, rule):

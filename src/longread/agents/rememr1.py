@@ -37,12 +37,20 @@ from ..errors import UsageError
 from ..llm.base import LLMBackend, Message
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
-from ..trace import FORMAT_ERROR, Recall, Step
+from ..trace import FORMAT_ERROR, NOTES_RESTORED, Recall, Step
 from .answer import keep_memory, memory_text, read_answer
 from .base import AgentBase, CallContext, Document, ProgressCallback, Reading
 from .budget import ChunkPlan, check_fits, plan_chunk
 from .config import SamplingConfig
-from .memagent import NO_MEMORY, answer_evidence, repair_answer_copy, run_notes, tidy_notes
+from .memagent import (
+    NO_MEMORY,
+    MemAgentConfig,
+    answer_evidence,
+    focused_reread,
+    repair_answer_copy,
+    run_notes,
+    tidy_notes,
+)
 from .prompts import Prompts, render
 from .recall import DEFAULT_THRESHOLD, MemoryHistory, RecallHit, TfidfHistory
 
@@ -76,6 +84,12 @@ class ReMemR1Config(SamplingConfig):
     grounded_notes: bool = False
     # A memory with no note about the question (copied filler) is cleared (notes_unrelated).
     focused_notes: bool = False
+    # When a step's <update> left no note restating the question, the step is asked again
+    # with only the section's sentences that restate it (memagent's focused rereads, by its
+    # default rule: ``reread_rule``); the reread's <update> is carried and stored, the first
+    # reply's <recall> stands. sft28q calls a section empty whose needle is glued onto the
+    # end of a sentence (niah_single_2 16K, sample 3). One more call where it acts.
+    focused_reread: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -84,6 +98,12 @@ class ReMemR1Config(SamplingConfig):
             raise UsageError("recall_top_k must be at least 1")
         if not 0.0 <= self.recall_threshold <= 1.0:
             raise UsageError("recall_threshold must be a cosine between 0 and 1")
+
+    def reread_rule(self) -> MemAgentConfig:
+        """The settings memagent's ``focused_reread`` judges a step by: memagent's defaults
+        (which sentences restate the question, when notes are lost, quoting what a reread
+        still missed), with this memory cap."""
+        return MemAgentConfig(memory_tokens=self.memory_tokens, focused_reread=True)
 
 
 # --- prompts -------------------------------------------------------------------------------
@@ -199,21 +219,59 @@ async def rememr1_step(
     step: int,
     history: MemoryHistory,
     key: frozenset[str] = frozenset(),
-) -> Step:
+) -> list[Step]:
     """One ReMemR1 step over ``chunk``; the single implementation used by evaluation and RL.
 
-    Returns the step with ``memory`` (the new memory) and, when the model asked to recall,
-    ``recall`` (the query, the next prompt's recalled slot, None when nothing scored above
-    the threshold, and the step it came from). Mutates ``history``: the recall
-    is searched first, then this step's new memory is appended.
+    Returns the step's calls: the step, with ``memory`` (the new memory) and, when the model
+    asked to recall, ``recall`` (the query, the next prompt's recalled slot, None when nothing
+    scored above the threshold, and the step it came from); then, with ``focused_reread``, the
+    reread where one was made, whose memory is the step's. Mutates ``history``: the recall is
+    searched first, then this step's new memory is appended under ``step``.
 
     Without a usable ``<update>`` the previous memory is kept and flagged: the
     reply minus its tags would be mostly reasoning, the very thing the fix keeps out of the
     memory, while the previous memory is known to be well formed and within the cap. The
-    memory options (``tidy_notes``; ``key``: the question's key, for grounded notes) act on
-    the update before it is carried and stored: a cut note is never recalled.
+    memory options (``tidy_notes``; ``key``: the question's key, for grounded notes and
+    rereads) act on the update before it is carried and stored: a cut note is never recalled.
     """
-    messages = step_messages(question, recalled, memory, chunk.text, config.prompts)
+    record, reply = await _step_call(ctx, config, question, memory, recalled, chunk, step, key)
+    calls, last_reply = [record], reply
+    if config.focused_reread:
+
+        async def redo(shown: list[str]) -> Step:
+            nonlocal last_reply
+            again, last_reply = await _step_call(
+                ctx, config, question, memory, recalled, chunk, step + 1, key, shown
+            )
+            return again
+
+        rule = config.reread_rule()
+        calls += await focused_reread(
+            ctx, rule, question, memory, chunk, record, step + 1, key=key, redo=redo
+        )
+    if reply.recall is not None:
+        record.recall = await _recall(reply.recall, history, config)
+    if _writes_history(calls[-1], last_reply.update):
+        history.add(step, calls[-1].memory or memory)
+    return calls
+
+
+async def _step_call(
+    ctx: CallContext,
+    config: ReMemR1Config,
+    question: str,
+    memory: str,
+    recalled: str,
+    chunk: Chunk,
+    step: int,
+    key: frozenset[str],
+    shown: list[str] | None = None,
+) -> tuple[Step, StepReply]:
+    """One step call and its reply, the memory options applied; showing the ``shown``
+    sentences in place of the chunk's text when given (a reread; notes are traced to the
+    whole chunk either way, and to a shown sentence they reword)."""
+    section = chunk.text if shown is None else " ".join(shown)
+    messages = step_messages(question, recalled, memory, section, config.prompts)
     record = await ctx.call(
         "update",
         step,
@@ -226,15 +284,24 @@ async def rememr1_step(
     if not reply.well_formed:
         record.flags.append(FORMAT_ERROR)
     keep_memory(record, reply.update, memory)
-    record.sources = ctx.provenance.on_update(memory, record.memory or memory, chunk, question)
+    record.sources = ctx.provenance.on_update(
+        memory, record.memory or memory, chunk, question, shown or []
+    )
     tidy_notes(ctx, config, question, record, key)
-    if reply.recall is not None:
-        record.recall = await _recall(reply.recall, history, config)
-    # an update the options emptied holds nothing to recall, as the initial placeholder
-    emptied = record.memory == NO_MEMORY and reply.update != NO_MEMORY
-    if reply.update is not None and record.memory and not emptied:
-        history.add(step, record.memory)
-    return record
+    return record, reply
+
+
+def _writes_history(last: Step, update: str | None) -> bool:
+    """Whether the step's last call wrote a memory to recall: not when its reply had no
+    usable ``<update>`` (the memory kept is already there), nor when the options emptied it
+    (it holds nothing, as the initial placeholder) or a reread restored the memory before."""
+    emptied = last.memory == NO_MEMORY and update != NO_MEMORY
+    return (
+        update is not None
+        and bool(last.memory)
+        and not emptied
+        and (NOTES_RESTORED not in last.flags)
+    )
 
 
 async def _recall(query: str, history: MemoryHistory, config: ReMemR1Config) -> Recall:
@@ -279,21 +346,23 @@ async def read_with_recall(
     memory, recalled = NO_MEMORY, ""
     steps: list[Step] = []
     key = rememr1_key(config, question, chunks)
-    for step, chunk in enumerate(chunks):
-        record = await rememr1_step(
-            ctx, config, question, memory, recalled, chunk, step, history, key
+    for chunk in chunks:
+        calls = await rememr1_step(
+            ctx, config, question, memory, recalled, chunk, len(steps), history, key
         )
-        memory = record.memory or memory
-        recalled = (record.recall.memory if record.recall else None) or ""
-        steps.append(record)
+        memory = calls[-1].memory or memory
+        recall = calls[0].recall
+        recalled = (recall.memory if recall else None) or ""
+        steps += calls
     return memory, recalled, steps
 
 
 def rememr1_key(config: ReMemR1Config, question: str, chunks: Sequence[Chunk]) -> frozenset[str]:
-    """With grounded notes, the terms of ``question`` that set its best match in ``chunks``
-    apart from rivals sharing its frame (``key_terms``, as memagent's ``question_key``): a
-    note giving the key another key's number is cut. Empty otherwise."""
-    if not config.grounded_notes:
+    """With grounded notes or focused rereads, the terms of ``question`` that set its best
+    match in ``chunks`` apart from rivals sharing its frame (``key_terms``, as memagent's
+    ``question_key``): a note giving the key another key's number is cut, and another key's
+    needle is never shown as restating the question. Empty otherwise."""
+    if not (config.grounded_notes or config.focused_reread):
         return frozenset()
     return key_terms((chunk.text for chunk in chunks), question, LEAST_SHARE)
 

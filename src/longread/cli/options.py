@@ -225,11 +225,11 @@ def agent_options(func: Any) -> Any:
                           "memory's where the answer nearly copied one (no call) "
                           "[off: the papers' memory]."),
         click.option("--focused-reread", type=click.Choice(["on", "off"]), callback=_on_off,
-                     help="memagent/memreread: when an update left no note restating the "
-                          "question, show it the section's sentences that hold the most of the "
-                          "question's words (at least 60%) and update again (one more call), "
-                          "and keep notes restating the question that the section's update "
-                          "would lose [off: the papers' memory]."),
+                     help="memagent/memreread/rememr1: when an update left no note "
+                          "restating the question, show it the section's sentences that hold "
+                          "the most of the question's words (at least 60%) and update again "
+                          "(one more call), and keep notes restating the question that the "
+                          "section's update would lose [off: the papers' memory]."),
         click.option("--min-read", type=click.FloatRange(0, 1),
                      help="With --exit-gate or --exit-probe on: the share of the document "
                           "read before an exit is honoured [0]."),
