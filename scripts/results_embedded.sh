@@ -276,6 +276,15 @@ if want agents; then
   cell rememr1 sft28q ruler_niah_single_2 8192 notes+focused+exact
   cell rememr1 sft28q hotpotqa 8192 notes+focused+exact
   cell rememr1 sft28q chains_reversed_same 8192 notes+focused+exact
+  # stop 68: rememr1 with its shipped adapter read as shipped, plus focused rereads (rememr1 has
+  # them since stop 68): its last 16K miss called the glued needle's section empty; a held-out
+  # wording first without, then with them
+  cell rememr1 adapter ruler_niah_single_2 16384 reread
+  cell rememr1 adapter unseen-van 8192
+  cell rememr1 adapter unseen-van 8192 reread
+  cell rememr1 adapter ruler_niah_single_2 8192 reread
+  cell rememr1 adapter hotpotqa 8192 reread
+  cell rememr1 adapter chains_reversed_same 8192 reread
   # stop 67: grpo28r, ReA-GRPO from memreread's shipped sft28z (6 steps), read as sft28z ships
   cell memreread grpo28r chains_reversed_same 8192 notes+focused+exact+reread
   cell memreread grpo28r hotpotqa 8192 notes+focused+exact+reread

@@ -234,15 +234,14 @@ async def rememr1_step(
     memory options (``tidy_notes``; ``key``: the question's key, for grounded notes and
     rereads) act on the update before it is carried and stored: a cut note is never recalled.
     """
-    record, reply = await _step_call(ctx, config, question, memory, recalled, chunk, step, key)
+    prompt = StepPrompt(question, recalled, memory, chunk)
+    record, reply = await _step_call(ctx, config, prompt, step, key)
     calls, last_reply = [record], reply
     if config.focused_reread:
 
         async def redo(shown: list[str]) -> Step:
             nonlocal last_reply
-            again, last_reply = await _step_call(
-                ctx, config, question, memory, recalled, chunk, step + 1, key, shown
-            )
+            again, last_reply = await _step_call(ctx, config, prompt, step + 1, key, shown)
             return again
 
         rule = config.reread_rule()
@@ -256,13 +255,21 @@ async def rememr1_step(
     return calls
 
 
+@dataclass(frozen=True)
+class StepPrompt:
+    """What a step's prompt shows, apart from the section: the problem, the recalled memory
+    and the current memory; and the chunk the section comes from."""
+
+    question: str
+    recalled: str
+    memory: str
+    chunk: Chunk
+
+
 async def _step_call(
     ctx: CallContext,
     config: ReMemR1Config,
-    question: str,
-    memory: str,
-    recalled: str,
-    chunk: Chunk,
+    prompt: StepPrompt,
     step: int,
     key: frozenset[str],
     shown: list[str] | None = None,
@@ -270,8 +277,9 @@ async def _step_call(
     """One step call and its reply, the memory options applied; showing the ``shown``
     sentences in place of the chunk's text when given (a reread; notes are traced to the
     whole chunk either way, and to a shown sentence they reword)."""
+    question, memory, chunk = prompt.question, prompt.memory, prompt.chunk
     section = chunk.text if shown is None else " ".join(shown)
-    messages = step_messages(question, recalled, memory, section, config.prompts)
+    messages = step_messages(question, prompt.recalled, memory, section, config.prompts)
     record = await ctx.call(
         "update",
         step,
