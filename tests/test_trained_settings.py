@@ -163,13 +163,10 @@ def test_without_the_adapters_agent_the_agents_own_defaults_hold(
     assert "trained with" not in result.stderr
 
 
-# rememr1's shipped adapter reads with the memory options rememr1 has (stop 67)
-REMEMR1_READS = (
-    "longread: rememr1's memory adapter reads with grounded notes, focused notes and exact "
-    "copies, as it shipped (give --grounded-notes off/--focused-notes off/--exact-copies off "
-    "for the papers' memory)\n"
-)
-REMEMR1_OPTIONS = ("grounded_notes", "focused_notes", "exact_copies")
+# rememr1's shipped adapter reads with the memory options rememr1 has (stop 67), focused
+# rereads included (stop 68): as memagent's shipped adapter does
+REMEMR1_READS = READS.replace("the memory adapter", "rememr1's memory adapter")
+REMEMR1_OPTIONS = ("grounded_notes", "focused_notes", "exact_copies", "focused_reread")
 
 
 def test_rememr1_reads_as_its_own_shipped_adapter_was_trained(model, book, tmp_path):
@@ -182,8 +179,8 @@ def test_rememr1_reads_as_its_own_shipped_adapter_was_trained(model, book, tmp_p
     assert said == SAID.replace("the memory adapter", "rememr1's memory adapter") + REMEMR1_READS
     assert len(chunk_sizes(trace)) == 3  # 1,000-token chunks, not ReMemR1's 5,000
     # the flags give the paper's memory back
-    off = [arg for option in ("--grounded-notes", "--focused-notes", "--exact-copies")
-           for arg in (option, "off")]  # fmt: skip
+    off = [arg for option in REMEMR1_OPTIONS
+           for arg in ("--" + option.replace("_", "-"), "off")]  # fmt: skip
     (tmp_path / "off").mkdir()
     _, trace = ask(book, tmp_path / "off", "--agent", "rememr1", *off)
     assert not any(trace["config"][option] for option in REMEMR1_OPTIONS)
