@@ -119,8 +119,8 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
   # exit-off (--exit-gate on/off), probe-on / probe-off (--exit-probe on/off), grounded
   # (--grounded-exit on; an exit on without it reads --grounded-exit off), notes
   # (--grounded-notes on), focused (--focused-notes on), exact (--exact-copies on), reread
-  # (--focused-reread on), rule-STOP (an earlier rule of focused rereads, by
-  # recipes/smollm2/earlier_rule.py STOP), max-reread-N (--max-reread N), decide-STAGE
+  # (--focused-reread on), no-reread (--focused-reread off), rule-STOP (an earlier rule of
+  # focused rereads, by recipes/smollm2/earlier_rule.py STOP), max-reread-N (--max-reread N), decide-STAGE
   # (--decision-adapter recipes/smollm2/runs/STAGE/adapter.gguf), or several joined by +
   # (section-first+exit-off); the run folder's name ends with HOW
   local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part runner=("$LONGREAD")
@@ -141,6 +141,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
       focused) flags+=(--focused-notes on) ;;
       exact) flags+=(--exact-copies on) ;;
       reread) flags+=(--focused-reread on) ;;
+      no-reread) flags+=(--focused-reread off) ;;  # an adapter shipped to reread, without
       rule-*) runner=(.venv/bin/python recipes/smollm2/earlier_rule.py "${part#rule-}") ;;
       max-reread-*) flags+=(--max-reread "${part#max-reread-}") ;;  # memreread's rounds
       # memreread's decide and integrate calls with a recipe stage's adapter (the rest: MODEL's)
@@ -277,11 +278,13 @@ if want agents; then
   cell rememr1 sft28q hotpotqa 8192 notes+focused+exact
   cell rememr1 sft28q chains_reversed_same 8192 notes+focused+exact
   # stop 68: rememr1 with its shipped adapter read as shipped, plus focused rereads (rememr1 has
-  # them since stop 68): its last 16K miss called the glued needle's section empty; a held-out
-  # wording first without, then with them
+  # them since stop 68, and its adapter ships to read with them): its last 16K miss called the
+  # glued needle's section empty; held-out wordings first without, then with them
   cell rememr1 adapter ruler_niah_single_2 16384 reread
-  cell rememr1 adapter unseen-van 8192
+  cell rememr1 adapter unseen-van 8192 no-reread
   cell rememr1 adapter unseen-van 8192 reread
+  cell rememr1 adapter unseen-locker 8192 no-reread
+  cell rememr1 adapter unseen-locker 8192 reread
   cell rememr1 adapter ruler_niah_single_2 8192 reread
   cell rememr1 adapter hotpotqa 8192 reread
   cell rememr1 adapter chains_reversed_same 8192 reread
