@@ -26,6 +26,7 @@ from .options import (
     record_tokens_option,
     run_or_exit,
     with_trained_settings,
+    without_idle_calls,
 )
 
 
@@ -76,6 +77,7 @@ def run(
     """
     settings = dataclasses.replace(backend_settings(options, agent), max_concurrency=concurrency)
     config = make_config(agent, **with_trained_settings(agent, settings, options))
+    settings = without_idle_calls(settings, config)
     given = click.get_current_context().get_parameter_source("concurrency")
     explicit = given is click.core.ParameterSource.COMMANDLINE
     job = _eval_run(

@@ -37,6 +37,7 @@ from .options import (
     record_tokens_option,
     run_or_exit,
     with_trained_settings,
+    without_idle_calls,
 )
 from .progress import RunProgress
 from .serve import serve_command
@@ -143,6 +144,7 @@ def ask(
         check_output_file(trace, "--trace")
     settings = backend_settings(options, agent)
     config = make_config(agent, **with_trained_settings(agent, settings, options))
+    settings = without_idle_calls(settings, config)
     with checked_document(file, max_mb=max_document_mb) as (path, name):
         writers: list[TraceWriter] = []
         try:

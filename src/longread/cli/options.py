@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,7 +18,7 @@ import click
 from ..agents.prompts import PROMPT_SETS
 from ..agents.registry import AGENTS
 from ..errors import UsageError
-from ..llm.factory import DECISION_CALLS, BackendSettings
+from ..llm.factory import DECISION_CALLS, PROBE_CALLS, BackendSettings
 from ..llm.memory_adapter import MEMORY_ADAPTER_FILE, is_bundled
 from ..llm.trained_settings import TrainedSettings, read_trained_settings
 
@@ -114,6 +115,13 @@ def backend_options(func: Any) -> Any:
             help="memreread on the embedded model: a LoRA adapter GGUF for its decide and "
             "integrate calls only; its reading passes keep --adapter (or the shipped one). "
             "The model is loaded once more, with it.",
+        ),
+        click.option(
+            "--probe-adapter",
+            type=click.Path(dir_okay=False),
+            help="With --exit-probe on, on the embedded model: a LoRA adapter GGUF for the exit "
+            "probe's yes/no calls only; the updates keep --adapter (or the shipped one). The "
+            "model is loaded once more, with it [default: memagent's shipped probe adapter].",
         ),
         click.option(
             "--adapter-scale",
@@ -286,13 +294,29 @@ def backend_settings(options: dict[str, Any], agent: str | None = None) -> Backe
         parallel=options.pop("parallel"),
         lookup_decoding=options.pop("lookup_decoding"),
         agent=agent,
-        call_adapters=decision_calls(options.pop("decision_adapter", None)),
+        call_adapters=given_call_adapters(
+            options.pop("decision_adapter", None), options.pop("probe_adapter", None)
+        ),
     )
 
 
-def decision_calls(adapter: str | None) -> dict[str, str] | None:
-    """``--decision-adapter``'s call adapters: MemReread's decide and integrate calls."""
-    return {kind: adapter for kind in DECISION_CALLS} if adapter else None
+def given_call_adapters(decisions: str | None, probes: str | None) -> dict[str, str] | None:
+    """The call adapters the flags give: ``--decision-adapter``'s for MemReread's decide and
+    integrate calls, ``--probe-adapter``'s for the exit probe's; None for neither."""
+    calls = dict.fromkeys(DECISION_CALLS, decisions) if decisions else {}
+    calls.update(dict.fromkeys(PROBE_CALLS, probes) if probes else {})
+    return calls or None
+
+
+def without_idle_calls(settings: BackendSettings, config: Any) -> BackendSettings:
+    """``settings`` for a run of the agent ``config``: the exit probe's calls idle when it
+    is off, so that no probe adapter is loaded or recorded; a UsageError for a
+    ``--probe-adapter`` that would take no call."""
+    if getattr(config, "exit_probe", False):
+        return settings
+    if any(kind in (settings.call_adapters or {}) for kind in PROBE_CALLS):
+        raise UsageError("--probe-adapter takes the exit probe's calls; give --exit-probe on")
+    return replace(settings, idle_calls=frozenset(PROBE_CALLS))
 
 
 # How each trained setting is said on stderr, and the flag that overrides it.
@@ -360,17 +384,35 @@ def with_trained_settings(
     made-up notes and to a first hop, and grounding is what made its exits safe to take
     (recipes/smollm2/CAMPAIGN.md, "The grounded exit")."""
     found = adapter_trained_settings(settings)
-    if found is None or not trained_settings_apply(agent, found[1]):
-        return options
-    name, trained = found
-    filled = {k: v for k, v in trained.reading_options().items() if options.get(k) is None}
-    for said in describe_filled(name, filled, trained):
-        click.echo(f"longread: {said}", err=True)
-    merged = {**options, **filled}
-    if grounds_its_exits(trained, merged):
+    merged = dict(options)
+    if found is not None and trained_settings_apply(agent, found[1]):
+        name, trained = found
+        filled = {k: v for k, v in trained.reading_options().items() if options.get(k) is None}
+        for said in describe_filled(name, filled, trained):
+            click.echo(f"longread: {said}", err=True)
+        merged.update(filled)
+        if grounds_its_exits(trained, merged):
+            merged["grounded_exit"] = True
+            click.echo(f"longread: {describe_grounded(name)}", err=True)
+    probe = probe_adapter_trained_to_exit(settings)
+    if probe is not None and grounds_its_exits(probe[1], merged):
         merged["grounded_exit"] = True
-        click.echo(f"longread: {describe_grounded(name)}", err=True)
+        click.echo(f"longread: {describe_grounded(probe[0])}", err=True)
     return merged
+
+
+def probe_adapter_trained_to_exit(settings: BackendSettings) -> tuple[str, TrainedSettings] | None:
+    """The adapter the exit probe's calls read with, named for a message, and its trained
+    settings, when it is not the run's own adapter and its record says it was trained to
+    exit (its probe's yes then gets the grounded exit, as the run's own adapter's would)."""
+    adapter = settings.applied_call_adapters().get(PROBE_CALLS[0])
+    if adapter is None or settings.resolved_backend() != "llamacpp":
+        return None
+    trained = read_trained_settings(adapter)
+    if trained is None or not (trained.exit_probe or trained.exit_gate):
+        return None
+    owner = Path(adapter).stem.removeprefix("smollm2-135m-")
+    return (f"{owner}'s probe adapter" if is_bundled(adapter) else f"the probe adapter {adapter}"), trained
 
 
 def describe_filled(name: str, filled: dict[str, Any], trained: TrainedSettings) -> list[str]:

@@ -29,6 +29,7 @@ from .options import (
     describe_filled,
     describe_grounded,
     grounds_its_exits,
+    probe_adapter_trained_to_exit,
     trained_settings_apply,
 )
 
@@ -220,6 +221,12 @@ def _trained_defaults(
             filled["grounded_exit"] = True
             click.echo(f"longread: {describe_grounded(name)}", err=True)
         trained_defaults.update({agent: filled for agent in agents})
+    for agent in AGENTS:  # a probe adapter trained to exit grounds the exits it says yes to
+        probe = probe_adapter_trained_to_exit(dataclasses.replace(settings, agent=agent))
+        filled = trained_defaults.get(agent, {})
+        if probe is not None and grounds_its_exits(probe[1], {**defaults, **filled}):
+            trained_defaults[agent] = {**filled, "grounded_exit": True}
+            click.echo(f"longread: {describe_grounded(probe[0])} ({agent})", err=True)
     return trained_defaults
 
 

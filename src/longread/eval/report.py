@@ -340,10 +340,12 @@ def _adapter_name(config: dict[str, Any], backend: dict[str, Any]) -> str:
     name = str(config["agent"])
     if adapter:
         name += f" + {_one_adapter(adapter, backend.get('adapter_sha256'))}"
-    # --decision-adapter: MemReread's decisions read with an adapter of their own
-    decisions = (backend.get("call_adapters") or {}).get("decide")
-    if decisions:
-        name += f" + decisions {_one_adapter(decisions['adapter'], decisions['adapter_sha256'])}"
+    # --decision-adapter: MemReread's decisions read with an adapter of their own;
+    # --probe-adapter (or memagent's shipped one): the exit probe's calls
+    calls = backend.get("call_adapters") or {}
+    for kind, words in (("decide", "decisions"), ("probe", "probes")):
+        if kind in calls:
+            name += f" + {words} {_one_adapter(calls[kind]['adapter'], calls[kind]['adapter_sha256'])}"
     return name
 
 

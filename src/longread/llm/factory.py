@@ -21,6 +21,9 @@ BACKENDS = ("auto", "llamacpp", "openai")
 # The calls in which MemReread decides what to reread and folds its answer in: where a
 # decision adapter (--decision-adapter) applies, the reading passes keeping the memory adapter.
 DECISION_CALLS = ("decide", "integrate")
+# The exit probe's yes/no calls (memagent, memreread's first pass): where a probe adapter
+# (--probe-adapter, or memagent's shipped one) applies, the updates keeping the memory adapter.
+PROBE_CALLS = ("probe",)
 
 
 @dataclass
@@ -49,8 +52,12 @@ class BackendSettings:
     # where one ships (memory_adapter.bundled_memory_adapter); None: the shared one.
     agent: str | None = None
     # Step kind -> LoRA adapter GGUF for those calls only (the embedded model, loaded once
-    # more per adapter): --decision-adapter's decide and integrate calls.
+    # more per adapter): --decision-adapter's decide and integrate calls, --probe-adapter's
+    # probe calls. They take those kinds from the agent's own shipped adapter, if any.
     call_adapters: dict[str, str] | None = None
+    # Kinds of call the run never makes (the probe with the exit probe off): no adapter is
+    # loaded or recorded for them, so a run's record names only the adapters it read with.
+    idle_calls: frozenset[str] = frozenset()
 
     def resolved_backend(self) -> str:
         """The backend that will run: "auto" decided; UsageError for settings it cannot take."""
@@ -81,12 +88,12 @@ class BackendSettings:
             raise UsageError("--lookup-decoding works on one call at a time; drop --parallel")
         if self.call_adapters and resolved == "openai":
             raise UsageError(
-                "--decision-adapter applies a LoRA to the embedded model; a server loads its "
-                "own adapters"
+                "--decision-adapter and --probe-adapter apply a LoRA to the embedded model; a "
+                "server loads its own adapters"
             )
         if self.call_adapters and self.base_model:
             raise UsageError("--base-model runs the model without any adapter; drop "
-                             "--decision-adapter")  # fmt: skip
+                             "--decision-adapter and --probe-adapter")  # fmt: skip
         if self.adapter_scale != 1.0 and resolved == "llamacpp" and not self.applied_adapter():
             raise UsageError("--adapter-scale scales an --adapter; none was given")
         return resolved
@@ -100,17 +107,18 @@ class BackendSettings:
         return str(adapter) if adapter else None
 
     def applied_call_adapters(self) -> dict[str, str]:
-        """The kinds of call with an adapter of their own: ``call_adapters`` when given
-        (``--decision-adapter``), else those the agent's own shipped adapter takes where the
-        shipped adapters apply (``memory_adapter.bundled_call_adapters``); {} on a server."""
+        """The kinds of call with an adapter of their own: those the agent's own shipped
+        adapter takes where the shipped adapters apply (``memory_adapter.bundled_call_adapters``),
+        with ``call_adapters`` (``--decision-adapter``, ``--probe-adapter``) in place of them for
+        the kinds they name; none of ``idle_calls``; {} on a server."""
         from .memory_adapter import MEMORY_ADAPTER_NAME, bundled_call_adapters
 
-        if self.call_adapters:
-            return dict(self.call_adapters)
+        applied = {}
         shipped = self.adapter == MEMORY_ADAPTER_NAME or (not self.adapter and self.gguf is None)
-        if not shipped or self.base_model or self.resolved_backend() != "llamacpp":
-            return {}
-        return {kind: str(path) for kind, path in bundled_call_adapters(self.agent).items()}
+        if shipped and not self.base_model and self.resolved_backend() == "llamacpp":
+            applied = {kind: str(path) for kind, path in bundled_call_adapters(self.agent).items()}
+        applied.update(self.call_adapters or {})
+        return {kind: path for kind, path in applied.items() if kind not in self.idle_calls}
 
 
 def make_backend(settings: BackendSettings) -> LLMBackend:

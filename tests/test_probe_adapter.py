@@ -1,0 +1,181 @@
+"""The exit probe's calls on an adapter of their own (issue 29): memagent's shipped probe
+adapter, or ``--probe-adapter``, takes the probe's yes/no calls while the updates keep the
+memory adapter; it is loaded and recorded only when the probe is on; an adapter trained to
+exit grounds the exits its probe says yes to."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+from click.testing import CliRunner
+
+from longread.agents.memagent import MemAgent, MemAgentConfig
+from longread.cli.main import cli
+from longread.cli.options import with_trained_settings, without_idle_calls
+from longread.cli.serve import _Prepared, _trained_defaults
+from longread.errors import UsageError
+from longread.llm import memory_adapter
+from longread.llm.base import Message
+from longread.llm.factory import BackendSettings
+from longread.llm.memory_adapter import MEMORY_ADAPTER_FILE, agent_adapter_file
+from longread.text.chunking import Chunk
+
+from .scripted import ScriptedBackend, WordTokenizer
+from .test_agent_adapters import TRAINED, ship
+
+PROBES = ["probe"]
+
+
+@pytest.fixture
+def probe_shipped(tmp_path, monkeypatch):
+    """A build shipping the shared adapter and memagent's own for its probe calls only,
+    trained with the exit probe on."""
+    folder = tmp_path / "adapters"
+    folder.mkdir()
+    shared = ship(
+        folder, MEMORY_ADAPTER_FILE,
+        {"stage": "grpo26b", "trained_with": {"agent": "memagent", **TRAINED}},
+    )  # fmt: skip
+    probe = ship(
+        folder, agent_adapter_file("memagent"),
+        {"stage": "sft29q", "agent": "memagent", "calls": PROBES,
+         "trained_with": {"agent": "memagent", **TRAINED, "exit_probe": True}},
+    )  # fmt: skip
+    monkeypatch.setattr(memory_adapter, "adapters_folder", lambda: folder)
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return {"shared": shared, "probe": probe}
+
+
+def run_settings(options: dict, **settings) -> tuple[BackendSettings, dict]:
+    """The backend settings and agent options memagent's run reads with, as ``ask`` and
+    ``eval run`` resolve them."""
+    from longread.agents.registry import make_config
+
+    backend = BackendSettings(agent="memagent", **settings)
+    merged = with_trained_settings("memagent", backend, options)
+    config = make_config("memagent", **{k: v for k, v in merged.items() if v is not None})
+    return without_idle_calls(backend, config), merged
+
+
+def test_the_probe_reads_with_the_probe_adapter_and_the_updates_with_the_shared_one(
+    probe_shipped,
+):
+    shared, probe = (str(probe_shipped[k][0]) for k in ("shared", "probe"))
+    settings, _ = run_settings({"exit_probe": True})
+    assert settings.applied_adapter() == shared
+    assert settings.applied_call_adapters() == {"probe": probe}
+    # the other agents, and the model as released, never get it
+    assert BackendSettings(agent="rememr1").applied_call_adapters() == {}
+    assert BackendSettings(agent="memagent", base_model=True).applied_call_adapters() == {}
+
+
+def test_with_the_probe_off_no_probe_adapter_is_loaded_or_recorded(probe_shipped, tmp_path):
+    from longread.eval.store import RunStore, run_config
+
+    settings, _ = run_settings({"exit_probe": None})
+    assert settings.applied_call_adapters() == {}
+    with RunStore(tmp_path / "run") as store:
+        store.save_config(run_config("memagent", {}, settings, "d"))
+    backend = json.loads((tmp_path / "run" / "config.json").read_text())["backend"]
+    # a run without the probe records what every run before the probe adapter recorded
+    assert "call_adapters" not in backend
+    assert backend["adapter_sha256"] == probe_shipped["shared"][1]
+
+
+def test_an_eval_run_with_the_probe_records_and_names_its_probe_adapter(probe_shipped, tmp_path):
+    from longread.eval.report import agent_labels
+    from longread.eval.store import RunStore, run_config
+
+    settings, _ = run_settings({"exit_probe": True})
+    with RunStore(tmp_path / "run") as store:
+        store.save_config(run_config("memagent", {}, settings, "d"))
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    calls = config["backend"]["call_adapters"]
+    assert {kind: r["adapter_sha256"] for kind, r in calls.items()} == {
+        "probe": probe_shipped["probe"][1]
+    }
+    assert agent_labels([(tmp_path / "run", config)]) == [
+        "memagent + memory adapter grpo26b + probes memory adapter sft29q"
+    ]
+
+
+def test_probe_adapter_names_another_adapter_for_the_probe(probe_shipped, tmp_path):
+    mine = tmp_path / "mine.gguf"
+    settings, _ = run_settings({"exit_probe": True}, call_adapters={"probe": str(mine)})
+    assert settings.applied_call_adapters() == {"probe": str(mine)}
+    with pytest.raises(UsageError, match="give --exit-probe on"):
+        run_settings({"exit_probe": None}, call_adapters={"probe": str(mine)})
+
+
+def test_probe_adapter_without_the_exit_probe_is_one_clear_error(tmp_path, monkeypatch):
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    doc = tmp_path / "doc.txt"
+    doc.write_text("The code is 4412.")
+    mine = tmp_path / "mine.gguf"
+    mine.write_bytes(b"x")
+    result = CliRunner().invoke(
+        cli, ["ask", str(doc), "--question", "What is the code?", "--probe-adapter", str(mine)]
+    )
+    assert result.exit_code != 0
+    assert "--probe-adapter takes the exit probe's calls; give --exit-probe on" in result.output
+
+
+def test_a_probe_adapter_trained_to_exit_grounds_its_exits_unless_a_flag_says(probe_shipped):
+    _, merged = run_settings({"exit_probe": True, "grounded_exit": None})
+    assert merged["grounded_exit"] is True
+    _, merged = run_settings({"exit_probe": True, "grounded_exit": False})
+    assert merged["grounded_exit"] is False  # the papers' gate, asked for
+    _, merged = run_settings({"exit_probe": None, "grounded_exit": None})
+    assert merged["grounded_exit"] is None  # no exit, nothing to ground
+
+
+def test_a_probe_adapter_not_trained_to_exit_leaves_the_papers_gate(probe_shipped):
+    record = probe_shipped["probe"][0].with_suffix(".json")
+    raw = json.loads(record.read_text())
+    raw["trained_with"] = {"agent": "memagent", **TRAINED}
+    record.write_text(json.dumps(raw))
+    _, merged = run_settings({"exit_probe": True, "grounded_exit": None})
+    assert merged["grounded_exit"] is None
+
+
+def test_serve_gives_memagent_s_probe_its_backend_and_grounds_it(probe_shipped):
+    prepared = _Prepared(BackendSettings())
+    prepared._agent_backends()
+    assert list(prepared.calls) == ["memagent"]
+    assert prepared.calls["memagent"]["probe"].adapter_path == probe_shipped["probe"][0]
+    defaults = _trained_defaults(BackendSettings(), {"exit_probe": True})
+    assert defaults["memagent"]["grounded_exit"] is True
+
+
+SECTIONS = ["Ann wrote it.", "The code is 4412.", "Filler.", "More filler."]
+
+
+async def test_the_probe_backend_decides_the_exit_and_the_updates_never_reach_it():
+    """The routing a user relies on: the probe adapter's "yes" stops the reading, and the
+    memory adapter writes every note."""
+
+    def update(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "\\boxed" in prompt:
+            return "\\boxed{4412}"
+        shown = prompt.split("Section:\n", 1)[1]
+        return "The code is 4412." if shown.startswith(SECTIONS[1]) else "No previous memory"
+
+    def probe(messages: Sequence[Message]) -> str:
+        return "yes" if "4412" in messages[-1]["content"] else "no"
+
+    updates, probes = ScriptedBackend([update] * 10), ScriptedBackend([probe] * 10)
+    tok = WordTokenizer()
+    agent = MemAgent(
+        updates, tok, MemAgentConfig(exit_probe=True), call_backends={"probe": probes}
+    )
+    run = await agent.run("What is the code?", [Chunk(i, t, tok.count(t)) for i, t in
+                                                enumerate(SECTIONS)])  # fmt: skip
+    assert [s.kind for s in run.steps] == ["update", "update", "probe", "final"]
+    assert run.config["chunks_read"] == 2
+    assert len(probes.requests) == 1 and len(updates.requests) == 3
+    assert run.answer == "4412"
