@@ -329,6 +329,14 @@ if want gates; then
     # shellcheck disable=SC2086
     cell memagent "${GATE_STAGE:-sft29q}" $set_length "${GATE_KIND:-probe}-on+grounded"
   done
+  # The shipped reading with the exit probe (stop 69): the shared adapter's updates, read as it
+  # ships, and memagent's shipped probe adapter (sft29q, for the probe's calls only); the
+  # probe-off pairs are the shipped reading's own cells (memagent-grpo26b-run-step6-*)
+  for set_length in "ruler_niah_single_2 32768" "hotpotqa 8192" "ruler_niah_single_2 65536" \
+    "hotpotqa 16384"; do
+    # shellcheck disable=SC2086
+    cell memagent adapter $set_length probe-on+grounded
+  done
 fi
 trap - EXIT
 record_session

@@ -170,11 +170,9 @@ async def test_the_probe_backend_decides_the_exit_and_the_updates_never_reach_it
 
     updates, probes = ScriptedBackend([update] * 10), ScriptedBackend([probe] * 10)
     tok = WordTokenizer()
-    agent = MemAgent(
-        updates, tok, MemAgentConfig(exit_probe=True), call_backends={"probe": probes}
-    )
-    run = await agent.run("What is the code?", [Chunk(i, t, tok.count(t)) for i, t in
-                                                enumerate(SECTIONS)])  # fmt: skip
+    agent = MemAgent(updates, tok, MemAgentConfig(exit_probe=True), call_backends={"probe": probes})
+    chunks = [Chunk(i, text, tok.count(text)) for i, text in enumerate(SECTIONS)]
+    run = await agent.run("What is the code?", chunks)
     assert [s.kind for s in run.steps] == ["update", "update", "probe", "final"]
     assert run.config["chunks_read"] == 2
     assert len(probes.requests) == 1 and len(updates.requests) == 3

@@ -151,6 +151,13 @@ def stage_record(name: str, shipped: dict[str, dict[str, Any]]) -> dict[str, Any
         else:
             sys.exit(f"ship.py: no record of stage {name} (runs/{name} or curves/{name})")
     config = run / "config.json"  # its paths relative to the run folder (absolute before)
+    # Some stages' curves kept no config.json (sft29h, sft29q): their TOML, resolved, says
+    # the same but for the data hashes.
+    resolved = (
+        json.loads(config.read_text())
+        if config.is_file()
+        else load_config(RECIPE / f"{name}.toml").to_dict()
+    )
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     step_seconds = sum(
         m.get(k) or 0.0 for m in metrics for k in ("seconds_rollout", "seconds_old_logprobs")
@@ -163,7 +170,7 @@ def stage_record(name: str, shipped: dict[str, dict[str, Any]]) -> dict[str, Any
     return {
         "stage": name,
         "config_file": f"recipes/smollm2/{name}.toml",
-        "config": relative_paths(absolute_paths(json.loads(config.read_text()), run), ROOT),
+        "config": relative_paths(absolute_paths(resolved, run), ROOT),
         "steps": len(metrics),
         "seconds": round(step_seconds + eval_seconds),
         "held_out": [{"step": e["step"], "accuracy": e["accuracy"]} for e in held_out],

@@ -412,7 +412,8 @@ def probe_adapter_trained_to_exit(settings: BackendSettings) -> tuple[str, Train
     if trained is None or not (trained.exit_probe or trained.exit_gate):
         return None
     owner = Path(adapter).stem.removeprefix("smollm2-135m-")
-    return (f"{owner}'s probe adapter" if is_bundled(adapter) else f"the probe adapter {adapter}"), trained
+    name = f"{owner}'s probe adapter" if is_bundled(adapter) else f"the probe adapter {adapter}"
+    return name, trained
 
 
 def describe_filled(name: str, filled: dict[str, Any], trained: TrainedSettings) -> list[str]:

@@ -345,7 +345,8 @@ def _adapter_name(config: dict[str, Any], backend: dict[str, Any]) -> str:
     calls = backend.get("call_adapters") or {}
     for kind, words in (("decide", "decisions"), ("probe", "probes")):
         if kind in calls:
-            name += f" + {words} {_one_adapter(calls[kind]['adapter'], calls[kind]['adapter_sha256'])}"
+            record = calls[kind]
+            name += f" + {words} {_one_adapter(record['adapter'], record['adapter_sha256'])}"
     return name
 
 

@@ -125,7 +125,8 @@ def _check_adapter(saved: dict[str, Any], new: dict[str, Any], run_dir: Path) ->
     if call_adapters(saved) != call_adapters(new):
         raise UsageError(
             f"{run_dir} holds a run with different adapters for its {_kinds(saved, new)} "
-            "calls (--decision-adapter, --probe-adapter); resume with the same ones or pass a new --out folder"
+            "calls (--decision-adapter, --probe-adapter); resume with the same ones or pass a "
+            "new --out folder"
         )
     saved_hash, saved_scale, saved_path = adapter(saved)
     new_hash, new_scale, new_path = adapter(new)
