@@ -8,7 +8,8 @@
 # importance (the adapter's first, then the base model's and the baselines' on the trained tasks,
 # then theirs on the untrained one); CELLS=adapter (or base, or baselines) runs one group only;
 # CELLS=agents the three memory agents on two-hop chains (issue 28); CELLS=gates the exit
-# gate off and on (issue 29); CELLS=multikey the shipped adapter on RULER's niah_multikey_2
+# gate off and on (issue 29); CELLS=probe the shipped reading with the exit probe on every other
+# results set (issue 29's default); CELLS=multikey the shipped adapter on RULER's niah_multikey_2
 # (a haystack of other keys' needles, never trained on), with focused rereads as shipped and
 # with stop 57's rule (issue 26, target 6);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
@@ -331,12 +332,28 @@ if want gates; then
   done
   # The shipped reading with the exit probe (stop 69): the shared adapter's updates, read as it
   # ships, and memagent's shipped probe adapter (sft29q, for the probe's calls only); the
-  # probe-off pairs are the shipped reading's own cells (memagent-grpo26b-run-step6-*)
+  # probe-off pairs are the shipped reading's own cells (memagent-grpo26b-run-step6-*), made on
+  # another machine, so 32K's probe-off runs again beside it for the seconds
   for set_length in "ruler_niah_single_2 32768" "hotpotqa 8192" "ruler_niah_single_2 65536" \
     "hotpotqa 16384"; do
     # shellcheck disable=SC2086
     cell memagent adapter $set_length probe-on+grounded
   done
+  cell memagent adapter ruler_niah_single_2 32768 probe-off
+fi
+# Issue 29's default (CELLS=probe): the exit probe may be on by default for the embedded model
+# only if it costs no accuracy on any results set, so the shipped reading with the probe on
+# every results set memagent's shipped default has a cell on (after CELLS=gates's four)
+if want probe; then
+  for set_length in "ruler_niah_single_2 8192" "ruler_niah_single_2 16384" \
+    "ruler_niah_single_2 2048" "ruler_niah_single_3 8192" "ruler_niah_single_3 16384" \
+    "ruler_niah_single_3 2048" "hotpotqa 2048" "ruler_niah_multikey_2 8192" \
+    "chains_reversed_same 8192"; do
+    # shellcheck disable=SC2086
+    cell memagent adapter $set_length probe-on+grounded
+  done
+  for set in "${HELD_OUT_CELLS[@]}"; do cell memagent adapter "$set" 8192 probe-on+grounded; done
+  cell memagent adapter ruler_niah_single_2 8192 section-first+probe-on+grounded
 fi
 trap - EXIT
 record_session
