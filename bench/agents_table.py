@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from longread.agents import AGENTS, make_agent, make_config
-from longread.cli.options import decision_calls
+from longread.cli.options import given_call_adapters, without_idle_calls
 from longread.data.needle import NEEDLE_QUESTION, needle_document_of_length
 from longread.llm.factory import BackendSettings, close_all, make_backend, make_call_backends
 from longread.llm.llamacpp import LlamaCppBackend
@@ -75,15 +75,17 @@ async def run_all(args) -> None:
     for name in args.agents:
         # the agent's own shipped adapter (memreread's), for all its calls or some, or
         # --adapter's, or --decision-adapter's for memreread's decisions
-        settings = BackendSettings(
+        decisions = args.decision_adapter if name == "memreread" else None
+        config = agent_config(name, args)
+        settings = without_idle_calls(BackendSettings(
             backend="llamacpp", base_model=args.base_model, agent=name,
             adapter=args.adapter if name in MEMORY_AGENTS else None,
-            call_adapters=decision_calls(args.decision_adapter) if name == "memreread" else None,
-        )  # fmt: skip
+            call_adapters=given_call_adapters(decisions, None),
+        ), config)  # fmt: skip
         own = settings.applied_adapter() != shared
         reader = make_backend(settings) if own else backend
         calls = make_call_backends(settings)
-        agent = make_agent(name, reader, tokenizer, agent_config(name, args), call_backends=calls)
+        agent = make_agent(name, reader, tokenizer, config, call_backends=calls)
         for doc in docs:
             if (name, doc["length"], doc["doc"]) in done:
                 continue
