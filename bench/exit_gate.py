@@ -11,7 +11,9 @@ shipped adapter's settings (1,000-token chunks, 256-token memory, 32-token answe
 sample runs twice, exit gate off then on (the update gate, and whether the prompt explains
 the gates, as the adapter's ``adapter.json`` says it was trained); per depth it prints the
 share read (gate on; the ideal; off is 100%), seconds per sample both ways, and accuracy both
-ways. An adapter trained with the exit probe is compared with the probe off and on instead.
+ways. An adapter trained with the exit probe is compared with the probe off and on instead,
+and so is ``--adapter memory`` (the default), whose probe calls read with memagent's shipped
+probe adapter.
 An adapter that was not trained for the gate rarely says ``<exit/>``: then the share read
 stays near 100%. ``--grounded-exit`` reads the gate-on run with ``grounded_exit`` (an exit
 counts only on notes traced to the sections read). Run it on a quiet machine: seconds
@@ -34,7 +36,7 @@ from typing import Any
 
 from longread.agents.memagent import MemAgent, MemAgentConfig
 from longread.data.needle import NEEDLE_QUESTION, needle_document_of_length
-from longread.llm.factory import BackendSettings, make_backend, make_tokenizer
+from longread.llm.factory import BackendSettings, make_backend, make_call_backends, make_tokenizer
 from longread.llm.trained_settings import read_trained_settings
 
 DEPTHS = (0.1, 0.5, 0.9)
@@ -42,12 +44,13 @@ DEPTHS = (0.1, 0.5, 0.9)
 
 async def one(backend: Any, tokenizer: Any, document: str, number: str, gate: bool,
               args: argparse.Namespace, exit_option: str, gates: dict[str, bool],
-              trace: Path | None) -> dict[str, Any]:  # fmt: skip
+              trace: Path | None, probes: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     config = MemAgentConfig(
         chunk_tokens=1000, memory_tokens=256, final_tokens=32, min_read=args.min_read,
         grounded_exit=args.grounded_exit, **{exit_option: gate}, **gates,
     )  # fmt: skip
-    run = await MemAgent(backend, tokenizer, config).run(NEEDLE_QUESTION, document)
+    agent = MemAgent(backend, tokenizer, config, call_backends=probes)
+    run = await agent.run(NEEDLE_QUESTION, document)
     if trace is not None:
         run.save(trace)
     chunks = run.config.get("chunks") or sum(s.kind == "update" for s in run.steps)
@@ -55,10 +58,13 @@ async def one(backend: Any, tokenizer: Any, document: str, number: str, gate: bo
     return {"correct": number in run.answer, "seconds": run.seconds, "read": read, "chunks": chunks}
 
 
-def trained_gates(adapter: str | None) -> tuple[str, dict[str, bool]]:
-    """The exit the two runs compare (``exit_probe`` where the adapter learnt it, else
-    ``exit_gate``) and the gate settings both keep, as ``adapter`` was trained: an adapter
-    that learnt <keep/> would empty its notes with that gate off."""
+def trained_gates(adapter: str | None, probes: dict[str, Any]) -> tuple[str, dict[str, bool]]:
+    """The exit the two runs compare (``exit_probe`` where the adapter learnt it or the probe
+    has an adapter of its own, memagent's shipped one, else ``exit_gate``) and the gate settings
+    both keep, as ``adapter`` was trained: an adapter that learnt <keep/> would empty its notes
+    with that gate off."""
+    if probes:
+        return "exit_probe", {}
     trained = read_trained_settings(adapter) if adapter not in (None, "memory") else None
     if trained is None:
         return "exit_gate", {}
@@ -70,11 +76,15 @@ def trained_gates(adapter: str | None) -> tuple[str, dict[str, bool]]:
 
 
 async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
-    settings = BackendSettings(adapter=args.adapter, base_model=args.adapter is None)
+    settings = BackendSettings(
+        adapter=args.adapter, base_model=args.adapter is None, agent="memagent"
+    )
     backend = make_backend(settings)
+    # with --adapter memory: the probe's calls on memagent's shipped probe adapter
+    probes = make_call_backends(settings)
     tokenizer = await make_tokenizer(backend, settings)
     rng = random.Random(args.seed)
-    exit_option, gates = trained_gates(args.adapter)
+    exit_option, gates = trained_gates(args.adapter, probes)
     rows = []
     for depth in DEPTHS:
         for index in range(args.per_depth):
@@ -82,7 +92,7 @@ async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
             document = needle_document_of_length(number, args.tokens, tokenizer, depth)
             off, on = [
                 await one(backend, tokenizer, document, number, gate, args, exit_option, gates,
-                          trace_path(args.traces, depth, index, gate))
+                          trace_path(args.traces, depth, index, gate), probes)
                 for gate in (False, True)
             ]  # fmt: skip
             ideal = math.ceil(depth * on["chunks"]) or 1  # chunks up to the needle's
