@@ -177,3 +177,26 @@ async def test_the_probe_backend_decides_the_exit_and_the_updates_never_reach_it
     assert run.config["chunks_read"] == 2
     assert len(probes.requests) == 1 and len(updates.requests) == 3
     assert run.answer == "4412"
+
+
+def test_memagent_ships_sft29q_for_its_probe_calls_with_its_provenance(monkeypatch):
+    """Issue 29: the exit probe trained into the embedded model's shipped adapters, for the
+    probe's calls only; the updates keep the shared adapter."""
+    import hashlib
+
+    import gguf
+
+    from longread.llm.memory_adapter import adapters_folder, bundled_memory_adapter
+
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    probe = adapters_folder() / agent_adapter_file("memagent")
+    kind = gguf.GGUFReader(probe).fields["general.type"]
+    assert bytes(kind.parts[kind.data[0]]).decode() == "adapter"
+    record = json.loads(probe.with_suffix(".json").read_text())
+    assert record["sha256"] == "sha256:" + hashlib.sha256(probe.read_bytes()).hexdigest()
+    assert record["calls"] == PROBES and record["trained_with"]["exit_probe"] is True
+    assert record["stage"] == "sft29q" and record["stages"][-1]["stage"] == "sft29q"
+    settings = BackendSettings(agent="memagent")
+    assert settings.applied_adapter() == str(bundled_memory_adapter())  # the shared one
+    assert settings.applied_call_adapters() == {"probe": str(probe)}
