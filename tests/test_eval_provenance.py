@@ -194,6 +194,26 @@ def test_no_absolute_machine_path_is_written_for_the_embedded_model(tmp_path, ho
     assert str(tmp_path) not in text
 
 
+def test_adapters_of_some_calls_are_written_relative_to_the_run_too(tmp_path, home):
+    """The exit probe's adapter (and MemReread's decisions'): a clone of the repository finds
+    them beside the run as it finds the memory adapter (they were once written absolute)."""
+    repo = checkout(tmp_path / "repo")
+    data = repo / "results" / "data" / "d.jsonl"
+    data.parent.mkdir(parents=True)
+    save_samples([sample("a", ["Paris"])], data)
+    model, probe = repo / "m.gguf", repo / "adapters" / "probe.gguf"
+    probe.parent.mkdir()
+    for file in (model, probe):
+        file.write_bytes(b"GGUF not really")
+    settings = BackendSettings(gguf=str(model), quant="original", adapter=str(probe),
+                               call_adapters={"probe": str(probe)})  # fmt: skip
+    saved = saved_paths(repo / "results" / "runs" / "r", settings, data)
+    backend = saved["backend"]
+    assert backend["call_adapters"]["probe"]["adapter"] == "../../../adapters/probe.gguf"
+    assert backend["adapter"] == backend["call_adapters"]["probe"]["adapter"]
+    assert str(tmp_path) not in (repo / "results" / "runs" / "r" / "config.json").read_text()
+
+
 def test_a_checkout_copied_elsewhere_resumes_and_finds_its_data(tmp_path, home):
     repo = checkout(tmp_path / "repo")
     data = repo / "results" / "data" / "d.jsonl"

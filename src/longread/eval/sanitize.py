@@ -1,7 +1,8 @@
 """What a run folder may hold: paths that still lead to the right files after the folder is
 moved, copied or cloned, and no secrets.
 
-Paths (``PATH_KEYS``) are written, in this order of preference:
+Paths (``PATH_KEYS``, and each call adapter's under ``backend.call_adapters``) are written, in
+this order of preference:
 
 1. relative to the run folder when they lie inside it (the folder carries its own data);
 2. relative to the run folder when they lie in the same repository (the nearest folder above
@@ -66,7 +67,17 @@ def portable_paths(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
                 holder[key] = [
                     portable_path(v, run_dir) if isinstance(v, str) else v for v in value
                 ]
+        _portable_call_adapters(entry.get("backend"), run_dir)
     return config
+
+
+def _portable_call_adapters(backend: Any, run_dir: Path) -> None:
+    """The adapter of each kind of call with one of its own (``call_adapters``: the exit
+    probe's, MemReread's decisions), written as ``portable_path`` says."""
+    calls = backend.get("call_adapters") if isinstance(backend, dict) else None
+    for record in (calls or {}).values():
+        if isinstance(record, dict) and isinstance(record.get("adapter"), str):
+            record["adapter"] = portable_path(record["adapter"], run_dir)
 
 
 def portable_path(value: str, run_dir: Path) -> str:
