@@ -28,7 +28,8 @@ memory adapter's, or ``--adapter``'s: the chunk, memory and answer sizes it trai
 the memory options it shipped to read with, e.g. grounded notes and focused rereads); with
 ``--base-model``, 5,000-token chunks, a 256-token memory and 64-token answers. The memory
 options act on each question's notes alone, so the shared prefix is kept; a focused reread is
-one more call for that question only.
+one more call for that question only. The exit probe, which the shipped memagent reads with
+by default, stays off here: every question reads the whole document, as in the paper's order.
 Run it on a quiet machine: wall times compare only within one run.
 """
 
@@ -129,6 +130,9 @@ def reading_settings(args: argparse.Namespace, settings: BackendSettings) -> dic
     """The memagent settings the bench reads with: the flags given, then the applied
     adapter's trained and shipped settings (as ``ask``), then ``UNTRAINED``."""
     given = {name: getattr(args, name) for name in (*UNTRAINED, *READING)}
+    # The exit probe stays off: its calls take an adapter of their own, which this bench's one
+    # backend does not load (bench/exit_gate.py measures it).
+    given["exit_probe"] = False
     filled = with_trained_settings("memagent", settings, given)
     return {
         **{name: filled.get(name) or default for name, default in UNTRAINED.items()},

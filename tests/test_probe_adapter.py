@@ -117,9 +117,12 @@ def test_probe_adapter_without_the_exit_probe_is_one_clear_error(tmp_path, monke
     doc.write_text("The code is 4412.")
     mine = tmp_path / "mine.gguf"
     mine.write_bytes(b"x")
+    # the shipped memagent reads with the probe on by default: turned off, it takes no call
     result = CliRunner().invoke(
-        cli, ["ask", str(doc), "--question", "What is the code?", "--probe-adapter", str(mine)]
-    )
+        cli,
+        ["ask", str(doc), "--question", "What is the code?", "--exit-probe", "off",
+         "--probe-adapter", str(mine)],
+    )  # fmt: skip
     assert result.exit_code != 0
     assert "--probe-adapter takes the exit probe's calls; give --exit-probe on" in result.output
 
@@ -149,6 +152,46 @@ def test_serve_gives_memagent_s_probe_its_backend_and_grounds_it(probe_shipped):
     assert prepared.calls["memagent"]["probe"].adapter_path == probe_shipped["probe"][0]
     defaults = _trained_defaults(BackendSettings(), {"exit_probe": True})
     assert defaults["memagent"]["grounded_exit"] is True
+
+
+def ship_reading_with_the_probe(shared: tuple) -> None:
+    """The shared adapter's record as shipped since stop 70: it reads with the exit probe."""
+    record = shared[0].with_suffix(".json")
+    raw = json.loads(record.read_text())
+    record.write_text(json.dumps({**raw, "reads_with": ["focused_notes", "exit_probe"]}))
+
+
+def test_a_shared_adapter_shipped_with_the_probe_reads_with_it_unless_a_flag_says_off(
+    probe_shipped,
+):
+    """Issue 29's default: the shipped memagent reads with the exit probe on, its calls on the
+    probe adapter and its yes grounded; ``--exit-probe off`` gives the reading before it,
+    with no probe adapter loaded."""
+    ship_reading_with_the_probe(probe_shipped["shared"])
+    settings, merged = run_settings({"exit_probe": None, "grounded_exit": None})
+    assert merged["exit_probe"] is True and merged["grounded_exit"] is True
+    assert settings.applied_call_adapters() == {"probe": str(probe_shipped["probe"][0])}
+    settings, merged = run_settings({"exit_probe": False, "grounded_exit": None})
+    assert merged["exit_probe"] is False and merged["grounded_exit"] is None
+    assert settings.applied_call_adapters() == {}
+    # a server reads memagent's requests with it too, grounded
+    defaults = _trained_defaults(BackendSettings(), {})
+    assert defaults["memagent"]["exit_probe"] is True
+    assert defaults["memagent"]["grounded_exit"] is True
+
+
+def test_a_shipped_probe_stays_off_where_no_adapter_trained_for_it_takes_its_calls(
+    probe_shipped,
+):
+    """The shared adapter's own yes/no was never trained: without a probe adapter trained to
+    exit (here its record says it was not), the probe it shipped with is not turned on."""
+    ship_reading_with_the_probe(probe_shipped["shared"])
+    record = probe_shipped["probe"][0].with_suffix(".json")
+    raw = json.loads(record.read_text())
+    record.write_text(json.dumps({**raw, "trained_with": {"agent": "memagent", **TRAINED}}))
+    _, merged = run_settings({"exit_probe": None, "grounded_exit": None})
+    assert merged["exit_probe"] is None and merged["focused_notes"] is True
+    assert "exit_probe" not in _trained_defaults(BackendSettings(), {})["memagent"]
 
 
 SECTIONS = ["Ann wrote it.", "The code is 4412.", "Filler.", "More filler."]
@@ -200,3 +243,19 @@ def test_memagent_ships_sft29q_for_its_probe_calls_with_its_provenance(monkeypat
     settings = BackendSettings(agent="memagent")
     assert settings.applied_adapter() == str(bundled_memory_adapter())  # the shared one
     assert settings.applied_call_adapters() == {"probe": str(probe)}
+
+
+def test_a_run_made_before_the_probe_was_the_default_names_the_flag_that_resumes_it(tmp_path):
+    """An eval folder of the shipped reading made before stop 70 read without the probe: a
+    plain resume now would mix two readings, so it is refused with the flag that gives the
+    saved reading back."""
+    from longread.eval.resume import check_resume
+
+    run = {"agent": "memagent", "record_tokens": False, "data_hash": "d"}
+    saved = {**run, "agent_config": {"exit_probe": False}}
+    new = {**run, "agent_config": {"exit_probe": True}}
+    with pytest.raises(UsageError, match=r"exit_probe \(saved False, now True\); resume with "
+                       r"the same settings \(--exit-probe off\)"):  # fmt: skip
+        check_resume(saved, new, tmp_path)
+    new["agent_config"]["exit_probe"] = False
+    check_resume(saved, new, tmp_path)  # the flag given: the same reading, resumed

@@ -47,11 +47,23 @@ SAID = (
     "32-token final answers, paper prompts; using them, final answers up to 64 tokens (give "
     "--chunk-tokens/--memory-tokens/--final-tokens/--prompt-set to override)\n"
 )
-# ... and the memory options the shipped adapter reads with (its provenance's reads_with)
-READS = (
+# ... and the memory options an adapter reads with (rememr1's; the shared one's for another
+# agent than memagent, which has no probe adapter trained for it)
+MEMORY_READS = (
     "longread: the memory adapter reads with grounded notes, focused notes, exact copies and "
     "focused rereads, as it shipped (give --grounded-notes off/--focused-notes off/"
     "--exact-copies off/--focused-reread off for the papers' memory)\n"
+)
+# ... and the reading options the shipped adapter reads with (its provenance's reads_with):
+# the memory options, and the exit probe, whose calls memagent's probe adapter takes and whose
+# yes is honoured only on grounded notes (that adapter was trained to exit)
+READS = (
+    "longread: the memory adapter reads with grounded notes, focused notes, exact copies, "
+    "focused rereads and the exit probe, as it shipped (give --grounded-notes off/"
+    "--focused-notes off/--exact-copies off/--focused-reread off/--exit-probe off for the "
+    "papers' reading)\n"
+    "longread: memagent's probe adapter exits only on notes found in the sections read (give "
+    "--grounded-exit off for the papers' gate)\n"
 )
 
 
@@ -128,6 +140,9 @@ def test_a_plain_ask_on_the_bundled_model_reads_as_the_adapter_was_trained(model
     assert read_with(trace) == READ
     assert trace["config"]["grounded_notes"] and trace["config"]["focused_notes"]
     assert trace["config"]["exact_copies"]
+    # the exit probe on, its yes honoured only on grounded notes; it reports what it read
+    assert trace["config"]["exit_probe"] and trace["config"]["grounded_exit"]
+    assert trace["config"]["chunks_read"] == trace["config"]["chunks"] == 3
     sizes = chunk_sizes(trace)
     assert len(sizes) == 3 and max(sizes) <= 1000  # 5,000-token chunks would be one chunk
     finals = [s for s in trace["steps"] if s["kind"] == "final"]
@@ -165,7 +180,7 @@ def test_without_the_adapters_agent_the_agents_own_defaults_hold(
 
 # rememr1's shipped adapter reads with the memory options rememr1 has (stop 67), focused
 # rereads included (stop 68): as memagent's shipped adapter does
-REMEMR1_READS = READS.replace("the memory adapter", "rememr1's memory adapter")
+REMEMR1_READS = MEMORY_READS.replace("the memory adapter", "rememr1's memory adapter")
 REMEMR1_OPTIONS = ("grounded_notes", "focused_notes", "exact_copies", "focused_reread")
 
 
@@ -190,11 +205,13 @@ def test_memreread_reads_its_passes_as_memagent_was_trained(model, book, tmp_pat
     shared = ("--agent", "memreread", "--max-reread", "0", "--adapter", "memory:memagent")
     result, trace = ask(book, tmp_path, *shared)
     assert read_with(trace) == READ
-    assert settings_said(result.stderr) == SAID + READS
+    # the shared adapter's shipped exit probe is memagent's: its probe adapter is memagent's own
+    assert settings_said(result.stderr) == SAID + MEMORY_READS
+    assert trace["config"]["exit_probe"] is False
     # by default it reads with its own shipped adapter, which says so, trained as it was
     result, trace = ask(book, tmp_path, "--agent", "memreread", "--max-reread", "0")
     own = memory_adapter_provenance("memreread")
-    said = SAID + READS
+    said = SAID + MEMORY_READS
     if own is not None and own.get("agent") == "memreread" and not own.get("calls"):
         said = said.replace("the memory adapter", "memreread's memory adapter")
         assert read_with(trace) == {
@@ -375,7 +392,7 @@ def test_a_malformed_record_is_one_clear_error(tmp_path):
         read_trained_settings(adapter)
     record = {"trained_with": {"agent": "memagent", **SHIPPED}, "reads_with": ["exit_gate"]}
     (tmp_path / "adapter.json").write_text(json.dumps(record))
-    with pytest.raises(UsageError, match=r"reads_with must be a list of memory options among"):
+    with pytest.raises(UsageError, match=r"reads_with must be a list of reading options among"):
         read_trained_settings(adapter)
     (tmp_path / "adapter.json").write_text(json.dumps({"something": "else"}))
     assert read_trained_settings(adapter) is None  # a JSON of another kind records nothing

@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Coroutine
+from collections.abc import Collection, Coroutine
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -212,7 +212,9 @@ def agent_options(func: Any) -> Any:
         click.option("--exit-probe", type=click.Choice(["on", "off"]), callback=_on_off,
                      help="memagent/memreread: after each update that changed the memory, a "
                           "short call asks whether the memory answers the question; yes stops "
-                          "reading [off, or as the adapter was trained]."),
+                          "reading [off, or as the adapter was trained or shipped: on for "
+                          "memagent on the bundled model, its probe calls on memagent's probe "
+                          "adapter, with grounded exits]."),
         click.option("--grounded-exit", type=click.Choice(["on", "off"]), callback=_on_off,
                      help="With --exit-gate or --exit-probe on: honour an exit only when the "
                           "notes about the question are found in the sections read (no "
@@ -332,12 +334,14 @@ _TRAINED_WORDS = {
 }
 
 
-# How each memory option an adapter shipped to read with is said, and the flag that turns it off.
+# How each reading option an adapter shipped to read with is said, and the flag that turns it
+# off.
 _READING_WORDS = {
     "grounded_notes": ("grounded notes", "--grounded-notes off"),
     "focused_notes": ("focused notes", "--focused-notes off"),
     "exact_copies": ("exact copies", "--exact-copies off"),
     "focused_reread": ("focused rereads", "--focused-reread off"),
+    "exit_probe": ("the exit probe", "--exit-probe off"),
 }
 
 
@@ -387,7 +391,8 @@ def with_trained_settings(
     merged = dict(options)
     if found is not None and trained_settings_apply(agent, found[1]):
         name, trained = found
-        filled = {k: v for k, v in trained.reading_options().items() if options.get(k) is None}
+        given = {k for k, v in options.items() if v is not None}
+        filled = shipped_reading(trained, settings, skip=given)
         for said in describe_filled(name, filled, trained):
             click.echo(f"longread: {said}", err=True)
         merged.update(filled)
@@ -399,6 +404,21 @@ def with_trained_settings(
         merged["grounded_exit"] = True
         click.echo(f"longread: {describe_grounded(probe[0])}", err=True)
     return merged
+
+
+def shipped_reading(
+    trained: TrainedSettings, settings: BackendSettings, skip: Collection[str]
+) -> dict[str, Any]:
+    """The settings the run's adapter fills in (``reading_options``) but those named in
+    ``skip`` (the flags given). The exit probe it shipped to read with only where an adapter
+    trained for the probe takes the probe's calls (memagent's shipped probe adapter): the
+    shared adapter's own yes/no was never trained, so another agent reading with it (memreread
+    with ``--adapter memory:memagent``) keeps the probe off."""
+    filled = {k: v for k, v in trained.reading_options().items() if k not in skip}
+    shipped_probe = "exit_probe" in trained.reads_with and not trained.exit_probe
+    if shipped_probe and probe_adapter_trained_to_exit(settings) is None:
+        filled.pop("exit_probe", None)
+    return filled
 
 
 def probe_adapter_trained_to_exit(settings: BackendSettings) -> tuple[str, TrainedSettings] | None:
@@ -418,15 +438,21 @@ def probe_adapter_trained_to_exit(settings: BackendSettings) -> tuple[str, Train
 
 def describe_filled(name: str, filled: dict[str, Any], trained: TrainedSettings) -> list[str]:
     """The lines that say which settings the adapter's record filled in: those it was trained
-    with (``describe_trained``), then the memory options it shipped to read with."""
-    lines = [describe_trained(name, filled, trained)] if set(filled) & set(_TRAINED_WORDS) else []
+    with (``describe_trained``), then the reading options it shipped to read with."""
+    as_trained = {k: v for k, v in filled.items() if k not in trained.reads_with}
+    lines = (
+        [describe_trained(name, as_trained, trained)]
+        if set(as_trained) & set(_TRAINED_WORDS)
+        else []
+    )
     shipped = [option for option in trained.reads_with if option in filled]
     if shipped:
         words = [_READING_WORDS[option][0] for option in shipped]
         said = " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
         flags = "/".join(_READING_WORDS[option][1] for option in shipped)
+        papers = "reading" if "exit_probe" in shipped else "memory"
         lines.append(
-            f"{name} reads with {said}, as it shipped (give {flags} for the papers' memory)"
+            f"{name} reads with {said}, as it shipped (give {flags} for the papers' {papers})"
         )
     return lines
 

@@ -20,6 +20,7 @@ from ..llm.factory import (
     make_call_backends,
     make_tokenizer,
 )
+from ..llm.trained_settings import TrainedSettings
 from ..text.tokenizer import Tokenizer
 from .options import (
     adapter_trained_settings,
@@ -30,6 +31,7 @@ from .options import (
     describe_grounded,
     grounds_its_exits,
     probe_adapter_trained_to_exit,
+    shipped_reading,
     trained_settings_apply,
 )
 
@@ -196,20 +198,23 @@ def _check_defaults(defaults: dict[str, Any]) -> None:
 def _trained_defaults(
     settings: BackendSettings, defaults: dict[str, Any]
 ) -> dict[str, dict[str, Any]]:
-    """Per agent, the settings its applied adapter was trained with that no flag sets (only
-    the agents that read as it was trained: ``trained_settings_apply``), said once an
-    adapter."""
-    readers: dict[str, list[str]] = {}  # each adapter's agents, in AGENTS' order
-    found_for: dict[str, Any] = {}
+    """Per agent, the settings its applied adapter was trained or shipped with that no flag
+    sets (only the agents that read as it was trained: ``trained_settings_apply``), said once
+    for the agents an adapter fills alike."""
+    readers: dict[tuple[str, str], list[str]] = {}  # (adapter, what it fills): its agents
+    found_for: dict[tuple[str, str], tuple[TrainedSettings, dict[str, Any]]] = {}
     for agent in AGENTS:
-        found = adapter_trained_settings(dataclasses.replace(settings, agent=agent))
-        if found is not None and trained_settings_apply(agent, found[1]):
-            readers.setdefault(found[0], []).append(agent)
-            found_for[found[0]] = found
+        agent_settings = dataclasses.replace(settings, agent=agent)
+        found = adapter_trained_settings(agent_settings)
+        if found is None or not trained_settings_apply(agent, found[1]):
+            continue
+        filled = shipped_reading(found[1], agent_settings, skip=defaults)
+        key = (found[0], repr(sorted(filled.items())))
+        readers.setdefault(key, []).append(agent)
+        found_for[key] = found[1], filled
     trained_defaults: dict[str, dict[str, Any]] = {}
-    for name, agents in readers.items():
-        trained = found_for[name][1]
-        filled = {k: v for k, v in trained.reading_options().items() if k not in defaults}
+    for key, agents in readers.items():
+        name, (trained, filled) = key[0], found_for[key]
         if not filled:
             continue
         for said in describe_filled(name, filled, trained):
@@ -218,7 +223,7 @@ def _trained_defaults(
                 err=True,
             )
         if grounds_its_exits(trained, {**defaults, **filled}):
-            filled["grounded_exit"] = True
+            filled = {**filled, "grounded_exit": True}
             click.echo(f"longread: {describe_grounded(name)}", err=True)
         trained_defaults.update({agent: filled for agent in agents})
     for agent in AGENTS:  # a probe adapter trained to exit grounds the exits it says yes to

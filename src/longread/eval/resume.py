@@ -82,8 +82,18 @@ def _check_same(key: str, saved: Any, new: Any, run_dir: Path) -> None:
         )
     raise UsageError(
         f"{run_dir} holds a run with a different {where} (saved {saved!r}, now {new!r}); "
-        "resume with the same settings or pass a new --out folder"
+        f"resume with the same settings{_flag_for(where, saved)} or pass a new --out folder"
     )
+
+
+def _flag_for(where: str, saved: Any) -> str:
+    """For an on/off agent setting, the flag that gives the saved value back (a default that
+    changed since the folder was made: the shipped memagent's exit probe, stop 70)."""
+    prefix = "agent_config."
+    if not where.startswith(prefix) or not isinstance(saved, bool):
+        return ""
+    flag = "--" + where.removeprefix(prefix).replace("_", "-")
+    return f" ({flag} {'on' if saved else 'off'})"
 
 
 def _check_data(saved: dict[str, Any], new: dict[str, Any], run_dir: Path) -> bool:

@@ -19,11 +19,15 @@ from typing import Any
 from ..errors import UsageError
 
 TRAINED_WITH = "trained_with"  # the key of the settings in the JSON beside the adapter
-# Memory options an adapter ships to read with, though it was not trained with them: the
-# results set measured the stage better with them (recipes/smollm2/ship.py --reads-with).
-# Kept apart from ``trained_with``, which says only how training read.
+# Options an adapter ships to read with, though it was not trained with them: the results
+# sets measured the stage better (or as good and faster) with them (recipes/smollm2/ship.py
+# --reads-with). Kept apart from ``trained_with``, which says only how training read.
 READS_WITH = "reads_with"
-READING_OPTIONS = ("grounded_notes", "focused_notes", "exact_copies", "focused_reread")
+# The memory options: how the notes are kept (a stage that rolled out with them records them).
+MEMORY_OPTIONS = ("grounded_notes", "focused_notes", "exact_copies", "focused_reread")
+# ... and the exit probe (issue 29): the shared adapter's updates with the agent's probe
+# adapter's yes/no calls after them, on by default since no results set lost a sample to it.
+READING_OPTIONS = (*MEMORY_OPTIONS, "exit_probe")
 # The least final-answer cap a run reads with. The shipped stages trained with 32-token answers
 # (numbers and names), but a UUID in \boxed{} is 38 SmolLM2 tokens: read with 32, every
 # niah_single_3 answer was cut (sft29q: 0 of 20 at 2K, the full UUID in its notes).
@@ -91,7 +95,7 @@ class TrainedSettings:
         reads_with = record.get(READS_WITH, [])
         if not isinstance(reads_with, list) or any(o not in READING_OPTIONS for o in reads_with):
             raise UsageError(
-                f"{where}: {READS_WITH} must be a list of memory options among "
+                f"{where}: {READS_WITH} must be a list of reading options among "
                 f"{', '.join(READING_OPTIONS)}"
             )
         return replace(settings, reads_with=tuple(o for o in READING_OPTIONS if o in reads_with))

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
-from ..llm.trained_settings import READING_OPTIONS, TrainedSettings, write_trained_settings
+from ..llm.trained_settings import MEMORY_OPTIONS, TrainedSettings, write_trained_settings
 from .config import AgentSection, ModelSection
 
 SUPPORTED_ARCHITECTURES = ("llama",)
@@ -131,7 +131,7 @@ def trained_settings(agent: AgentSection) -> TrainedSettings:
         gate_instructions=bool(agent.options.get("gate_instructions", True)),
         exit_probe=bool(agent.options.get("exit_probe", False)),
         # a memory option rolled out with is read with too: inference as it was trained
-        reads_with=tuple(o for o in READING_OPTIONS if agent.options.get(o)),
+        reads_with=tuple(o for o in MEMORY_OPTIONS if agent.options.get(o)),
     )
 
 
