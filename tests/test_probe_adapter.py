@@ -194,6 +194,34 @@ def test_a_shipped_probe_stays_off_where_no_adapter_trained_for_it_takes_its_cal
     assert "exit_probe" not in _trained_defaults(BackendSettings(), {})["memagent"]
 
 
+def test_serve_grounds_a_probe_a_request_turns_on_itself(probe_shipped):
+    """A server started with the probe off (``--exit-probe off``): a memagent request that
+    turns it on reads with the grounded exit, as ``ask --exit-probe on`` does, unless the
+    request sets ``grounded_exit``; agents with no adapter trained to exit keep the papers'."""
+    from longread.cli.serve import _grounded_exit_agents
+    from longread.serve.config import ServeConfig
+    from longread.serve.requests import ChatRequest, resolve
+
+    flags = {"exit_probe": False}
+    settings = ServeConfig(
+        runs_dir="unused",
+        agent_defaults=flags,
+        trained_defaults=_trained_defaults(BackendSettings(), flags),
+        grounded_exit_agents=_grounded_exit_agents(BackendSettings()),
+    )
+
+    def config(agent: str, **extension: object) -> object:
+        body = {"model": f"longread-{agent}", "messages": [{"role": "user", "content": "q"}]}
+        body["longread"] = {"document": "text", **extension}
+        return resolve(ChatRequest.model_validate(body), settings, "").config
+
+    assert settings.grounded_exit_agents == {"memagent"}
+    assert config("memagent").exit_probe is False  # the server's flag
+    assert config("memagent", exit_probe=True).grounded_exit is True
+    assert config("memagent", exit_probe=True, grounded_exit=False).grounded_exit is False
+    assert config("memreread", exit_probe=True).grounded_exit is False  # no probe trained
+
+
 SECTIONS = ["Ann wrote it.", "The code is 4412.", "Filler.", "More filler."]
 
 

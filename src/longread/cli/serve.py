@@ -161,6 +161,7 @@ def serve_command(
         keep_finished=keep_finished,
         agent_defaults=defaults,
         trained_defaults=trained,
+        grounded_exit_agents=_grounded_exit_agents(settings),
     )
     if not config.keys and not is_loopback(host):
         click.echo(
@@ -233,6 +234,20 @@ def _trained_defaults(
             trained_defaults[agent] = {**filled, "grounded_exit": True}
             click.echo(f"longread: {describe_grounded(probe[0])} ({agent})", err=True)
     return trained_defaults
+
+
+def _grounded_exit_agents(settings: BackendSettings) -> frozenset[str]:
+    """The agents whose exits read grounded when a request turns one on: their adapter (one
+    they read as trained) or their probe adapter was trained to exit."""
+    grounded = set()
+    for agent in AGENTS:
+        agent_settings = dataclasses.replace(settings, agent=agent)
+        found = adapter_trained_settings(agent_settings)
+        own = found[1] if found and trained_settings_apply(agent, found[1]) else None
+        own_exits = own is not None and (own.exit_probe or own.exit_gate)
+        if own_exits or probe_adapter_trained_to_exit(agent_settings) is not None:
+            grounded.add(agent)
+    return frozenset(grounded)
 
 
 class _Prepared:

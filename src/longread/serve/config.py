@@ -54,6 +54,10 @@ class ServeConfig:
     # Per agent, the settings the embedded model's adapter was trained with (memagent and
     # memreread on the shipped memory adapter): beneath agent_defaults, above the agent's own.
     trained_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The agents whose adapter, or probe adapter, was trained to exit: a request that turns an
+    # exit on for one of them reads with the grounded exit unless it, or a server flag, sets
+    # grounded_exit (as ``ask`` does; a 135M model's yes was not safe without it).
+    grounded_exit_agents: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         self.runs_dir = Path(self.runs_dir).expanduser()

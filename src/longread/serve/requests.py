@@ -119,7 +119,7 @@ def resolve(body: ChatRequest, settings: ServeConfig, client: str) -> RunRequest
             f"longread.reasoning must be one of {', '.join(REASONING)}", "longread.reasoning"
         )
     defaults = {**settings.trained_defaults.get(agent, {}), **settings.agent_defaults}
-    config = _config(agent, body, extension, defaults)
+    config = _config(agent, body, extension, defaults, agent in settings.grounded_exit_agents)
     messages = [m.model_dump() for m in body.messages]
     found = extract(messages, document, settings.max_document_bytes)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -165,10 +165,16 @@ def run_key(
 
 
 def _config(
-    agent: str, body: ChatRequest, extension: dict[str, Any], defaults: dict[str, Any]
+    agent: str,
+    body: ChatRequest,
+    extension: dict[str, Any],
+    defaults: dict[str, Any],
+    grounds_exits: bool = False,
 ) -> SamplingConfig:
     """The agent's config: its paper defaults, then the server's defaults, then the body's
-    standard sampling fields, then the request's ``longread`` options."""
+    standard sampling fields, then the request's ``longread`` options; with ``grounds_exits``
+    (its adapter was trained to exit), an exit turned on reads with the grounded exit unless
+    ``grounded_exit`` was set."""
     names = option_types(agent)
     takes = AGENTS[agent].option_names()  # the server's own defaults may set prompt_dir
     options = {k: v for k, v in defaults.items() if k in takes and v is not None}
@@ -188,6 +194,9 @@ def _config(
                 f"longread.{name}",
             )
         options[name] = _typed(names[name], value, f"longread.{name}")
+    exits = options.get("exit_probe") or options.get("exit_gate")
+    if grounds_exits and exits and options.get("grounded_exit") is None:
+        options["grounded_exit"] = True
     try:
         return make_config(agent, **options)
     except UsageError as exc:
