@@ -35,9 +35,10 @@ cell() {  # cell AGENT SET LENGTH [FLAGS...]
   flock /tmp/longread-model.lock $LONGREAD eval run --data "$DATA/${set}_${length}.jsonl" \
     --agent "$agent" "$@" --out "$RUNS/$agent-$set-$length" --concurrency 1 --limit "$N"
 }
-cell memagent ruler_niah_single_2 8192
-cell memagent ruler_niah_single_2 16384
-cell memagent hotpotqa 8192
+# as the committed runs read: before stop 70 turned the shipped reading's exit probe on
+cell memagent ruler_niah_single_2 8192 --exit-probe off
+cell memagent ruler_niah_single_2 16384 --exit-probe off
+cell memagent hotpotqa 8192 --exit-probe off
 for agent in $BASELINES; do
   cell "$agent" ruler_niah_single_2 8192 --base-model
   cell "$agent" hotpotqa 8192 --base-model

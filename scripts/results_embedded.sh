@@ -156,6 +156,13 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
     *+grounded+*) ;;
     *+probe-on+* | *+exit-on+*) flags+=(--grounded-exit off) ;;
   esac
+  # memagent's shipped reading has the exit probe on since stop 70: its plain adapter cells,
+  # made before, keep the reading without it (the shipped default is the probe-on+grounded
+  # cells)
+  case "$agent:$model:+$how+" in
+    *+probe-o*+* | *+exit-o*+*) ;;
+    memagent:adapter:*) flags+=(--exit-probe off) ;;
+  esac
   [ "$model" = base ] && flags+=(--base-model)
   [ "$model" = adapter ] && flags+=(--adapter memory)
   [ "$model" = shared ] && flags+=(--adapter memory:memagent)  # the shared adapter, any agent

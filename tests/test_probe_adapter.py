@@ -174,6 +174,9 @@ def test_a_shared_adapter_shipped_with_the_probe_reads_with_it_unless_a_flag_say
     settings, merged = run_settings({"exit_probe": False, "grounded_exit": None})
     assert merged["exit_probe"] is False and merged["grounded_exit"] is None
     assert settings.applied_call_adapters() == {}
+    # the exit gate asked for is the exit: the shipped probe does not come beside it
+    _, merged = run_settings({"exit_probe": None, "exit_gate": True, "grounded_exit": None})
+    assert merged["exit_probe"] is None and merged["exit_gate"] is True
     # a server reads memagent's requests with it too, grounded
     defaults = _trained_defaults(BackendSettings(), {})
     assert defaults["memagent"]["exit_probe"] is True

@@ -56,8 +56,9 @@ def main() -> None:
         action="append",
         default=[],
         choices=READING_OPTIONS,
-        help="a memory option the shipped adapter reads with by default, though it did not "
-        "train with it (give it only where the results set measured the stage better with it)",
+        help="a reading option the shipped adapter reads with by default, though it did not "
+        "train with it (give it only where the results sets measured the stage better with it, "
+        "or as good; exit_probe: the probe's calls on the agent's own probe adapter)",
     )
     parser.add_argument(
         "--agent",
@@ -75,6 +76,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.calls and not args.agent:
         parser.error("--calls needs --agent")
+    if args.agent and any(o not in AGENTS[args.agent].option_names() for o in args.reads_with):
+        parser.error(f"{args.agent} has no such reading option: --reads-with {args.reads_with}")
     stage = args.stage
     reads_with = [option for option in READING_OPTIONS if option in args.reads_with]
     run = RECIPE / "runs" / stage

@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Collection, Coroutine
+from collections.abc import Coroutine
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -391,8 +391,8 @@ def with_trained_settings(
     merged = dict(options)
     if found is not None and trained_settings_apply(agent, found[1]):
         name, trained = found
-        given = {k for k, v in options.items() if v is not None}
-        filled = shipped_reading(trained, settings, skip=given)
+        given = {k: v for k, v in options.items() if v is not None}
+        filled = shipped_reading(trained, settings, given)
         for said in describe_filled(name, filled, trained):
             click.echo(f"longread: {said}", err=True)
         merged.update(filled)
@@ -407,16 +407,18 @@ def with_trained_settings(
 
 
 def shipped_reading(
-    trained: TrainedSettings, settings: BackendSettings, skip: Collection[str]
+    trained: TrainedSettings, settings: BackendSettings, given: dict[str, Any]
 ) -> dict[str, Any]:
-    """The settings the run's adapter fills in (``reading_options``) but those named in
-    ``skip`` (the flags given). The exit probe it shipped to read with only where an adapter
+    """The settings the run's adapter fills in (``reading_options``) but those ``given`` (the
+    flags set, none None). The exit probe it shipped to read with only where an adapter
     trained for the probe takes the probe's calls (memagent's shipped probe adapter): the
     shared adapter's own yes/no was never trained, so another agent reading with it (memreread
-    with ``--adapter memory:memagent``) keeps the probe off."""
-    filled = {k: v for k, v in trained.reading_options().items() if k not in skip}
+    with ``--adapter memory:memagent``) keeps the probe off; and not beside an exit gate the
+    flags turned on, which is the exit asked for."""
+    filled = {k: v for k, v in trained.reading_options().items() if k not in given}
     shipped_probe = "exit_probe" in trained.reads_with and not trained.exit_probe
-    if shipped_probe and probe_adapter_trained_to_exit(settings) is None:
+    untrained = probe_adapter_trained_to_exit(settings) is None
+    if shipped_probe and (untrained or given.get("exit_gate")):
         filled.pop("exit_probe", None)
     return filled
 

@@ -209,7 +209,7 @@ def _trained_defaults(
         found = adapter_trained_settings(agent_settings)
         if found is None or not trained_settings_apply(agent, found[1]):
             continue
-        filled = shipped_reading(found[1], agent_settings, skip=defaults)
+        filled = shipped_reading(found[1], agent_settings, defaults)
         key = (found[0], repr(sorted(filled.items())))
         readers.setdefault(key, []).append(agent)
         found_for[key] = found[1], filled

@@ -86,14 +86,20 @@ def _check_same(key: str, saved: Any, new: Any, run_dir: Path) -> None:
     )
 
 
+# The agent settings ``eval run`` takes as on/off flags (``--exit-probe on``).
+ON_OFF_SETTINGS = frozenset({
+    "update_gate", "exit_gate", "gate_instructions", "exit_probe", "grounded_exit",
+    "grounded_notes", "focused_notes", "exact_copies", "focused_reread",
+})  # fmt: skip
+
+
 def _flag_for(where: str, saved: Any) -> str:
     """For an on/off agent setting, the flag that gives the saved value back (a default that
     changed since the folder was made: the shipped memagent's exit probe, stop 70)."""
-    prefix = "agent_config."
-    if not where.startswith(prefix) or not isinstance(saved, bool):
+    name = where.removeprefix("agent_config.")
+    if name == where or name not in ON_OFF_SETTINGS or not isinstance(saved, bool):
         return ""
-    flag = "--" + where.removeprefix(prefix).replace("_", "-")
-    return f" ({flag} {'on' if saved else 'off'})"
+    return f" (--{name.replace('_', '-')} {'on' if saved else 'off'})"
 
 
 def _check_data(saved: dict[str, Any], new: dict[str, Any], run_dir: Path) -> bool:
