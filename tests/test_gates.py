@@ -507,6 +507,39 @@ async def test_a_grounded_exit_reads_on_past_made_up_notes_and_stops_at_the_evid
     assert run.config["chunks_read"] == 1 and GATE_EXIT in run.steps[1].flags
 
 
+RIVAL = "The special magic number for birch is 8056020."
+ASKED = "The special magic number for dune is 4412001."
+KEYED_QUESTION = "What is the special magic number for dune mentioned in the document?"
+
+
+def test_given_the_key_an_exit_needs_a_note_naming_it():
+    """Another key's needle, copied, is traced and shares the question's frame: without the
+    key the probe's yes on it was honoured (niah_multikey_2 8K: 95% -> 15%, stop 70)."""
+    from longread.citations.grounding import exit_grounded
+
+    provenance = provenance_after((RIVAL, RIVAL), (ASKED, f"{RIVAL}\n{ASKED}"))
+    assert exit_grounded(RIVAL, KEYED_QUESTION, provenance)  # no key: the tracing alone
+    assert not exit_grounded(RIVAL, KEYED_QUESTION, provenance, frozenset({"dune"}))
+    assert exit_grounded(f"{RIVAL}\n{ASKED}", KEYED_QUESTION, provenance, frozenset({"dune"}))
+
+
+async def test_a_grounded_exit_reads_past_another_keys_needle_to_the_asked_one():
+    sections = [RIVAL, "Filler.", ASKED, "More filler."]
+    replies = {RIVAL: RIVAL, ASKED: ASKED}
+    config = {"exit_probe": True, "grounded_exit": True, "grounded_notes": True}
+    backend = ScriptedBackend([probed(replies, ["yes", "yes"])] * 10)
+    run = await agent_for(backend, **config).run(KEYED_QUESTION, chunks(*sections))
+    probes = [s for s in run.steps if s.kind == "probe"]
+    assert GATE_EXIT_UNGROUNDED in probes[0].flags  # the rival's note: refused
+    assert GATE_EXIT in probes[1].flags and run.config["chunks_read"] == 3
+    # stop 57's rule (no keys) stops on the rival's needle
+    backend = ScriptedBackend([probed(replies, ["yes", "yes"])] * 10)
+    run = await agent_for(backend, **config, question_keys=False).run(
+        KEYED_QUESTION, chunks(*sections)
+    )
+    assert run.config["chunks_read"] == 1
+
+
 async def test_a_grounded_exit_refuses_an_exit_tag_on_made_up_notes_too():
     replies = {SECTIONS[0]: "The code is 9999. <exit/>", SECTIONS[1]: "The code is 4412. <exit/>"}
     backend = ScriptedBackend([replies_by_section(replies)] * 10)

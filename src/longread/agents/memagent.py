@@ -416,7 +416,8 @@ async def update_and_probe(
     not before). The memory is read before the probe's call: a sink sheds the update's text
     once the next call starts (``CallContext.flush``). With ``grounded_exit`` an exit whose
     notes are not traced to the sections read is refused (``refuse_ungrounded_exit``).
-    ``key``: the question's key in the document (``question_key``), for focused rereads."""
+    ``key``: the question's key in the document (``question_key``), for focused rereads and
+    the grounded exit."""
     update = await update_step(ctx, config, question, memory, chunk, step, phase, reread, key=key)
     calls = [update]
     if config.focused_reread:
@@ -431,7 +432,7 @@ async def update_and_probe(
             await probe_step(ctx, config, question, last, step + len(calls), phase, reread)
         )
     if config.grounded_exit:
-        refuse_ungrounded_exit(ctx, question, new_memory, calls[-1])
+        refuse_ungrounded_exit(ctx, question, new_memory, calls[-1], key)
     return new_memory, calls
 
 
@@ -543,10 +544,13 @@ async def quote_focus(
     record.flags.append(FOCUS_QUOTED)
 
 
-def refuse_ungrounded_exit(ctx: CallContext, question: str, memory: str, record: Step) -> None:
+def refuse_ungrounded_exit(
+    ctx: CallContext, question: str, memory: str, record: Step, key: frozenset[str] = frozenset()
+) -> None:
     """Turn ``record``'s exit into ``gate_exit_ungrounded`` (reading goes on) when the notes
-    of ``memory`` about ``question`` are not all traced to the sections read."""
-    if GATE_EXIT in record.flags and not exit_grounded(memory, question, ctx.provenance):
+    of ``memory`` about ``question`` are not all traced to the sections read, or, given the
+    question's ``key`` (``question_key``), none of them names it."""
+    if GATE_EXIT in record.flags and not exit_grounded(memory, question, ctx.provenance, key):
         record.flags.remove(GATE_EXIT)
         record.flags.append(GATE_EXIT_UNGROUNDED)
 
