@@ -532,12 +532,12 @@ async def test_a_grounded_exit_reads_past_another_keys_needle_to_the_asked_one()
     probes = [s for s in run.steps if s.kind == "probe"]
     assert GATE_EXIT_UNGROUNDED in probes[0].flags  # the rival's note: refused
     assert GATE_EXIT in probes[1].flags and run.config["chunks_read"] == 3
-    # stop 57's rule (no keys) stops on the rival's needle
-    backend = ScriptedBackend([probed(replies, ["yes", "yes"])] * 10)
-    run = await agent_for(backend, **config, question_keys=False).run(
-        KEYED_QUESTION, chunks(*sections)
-    )
-    assert run.config["chunks_read"] == 1
+    # stop 69's grounded exit (keyed_exit off), or stop 57's rule (no keys), stops on the
+    # rival's needle
+    for earlier in ({"keyed_exit": False}, {"question_keys": False}):
+        backend = ScriptedBackend([probed(replies, ["yes", "yes"])] * 10)
+        run = await agent_for(backend, **config, **earlier).run(KEYED_QUESTION, chunks(*sections))
+        assert run.config["chunks_read"] == 1
 
 
 async def test_a_grounded_exit_refuses_an_exit_tag_on_made_up_notes_too():

@@ -154,6 +154,11 @@ class MemAgentConfig(SamplingConfig):
     # bench/multi_question.py was another key's number (stop 57). With one match in the
     # document, or matches alike, nothing changes. False is stop 57's rule.
     question_keys: bool = True
+    # With grounded_exit and the question's key (question_keys): an exit needs a note naming
+    # the key. Another key's needle, copied, is traced and shares the question's frame: the
+    # shipped probe said yes to it and stopped niah_multikey_2 8K at the first rival needle
+    # (95% -> 15%, stop 70). False is stop 69's grounded exit.
+    keyed_exit: bool = True
     min_read: float = 0.0  # share of the chunks read before an exit is honoured
 
     def __post_init__(self) -> None:
@@ -200,6 +205,7 @@ ACTS_ONLY_WITH: dict[str, tuple[str, ...]] = {
     "reread_quotes": ("focused_reread",),
     "question_keys": ("focused_reread", "grounded_notes"),
     "probe_tokens": ("exit_probe",),
+    "keyed_exit": ("grounded_exit",),
 }
 
 
@@ -432,7 +438,8 @@ async def update_and_probe(
             await probe_step(ctx, config, question, last, step + len(calls), phase, reread)
         )
     if config.grounded_exit:
-        refuse_ungrounded_exit(ctx, question, new_memory, calls[-1], key)
+        exit_key = key if config.keyed_exit else frozenset()
+        refuse_ungrounded_exit(ctx, question, new_memory, calls[-1], exit_key)
     return new_memory, calls
 
 

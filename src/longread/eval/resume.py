@@ -35,6 +35,7 @@ AGENT_SETTINGS_ADDED = {
     "reread_unrestated": False,  # and made only after an update that left no note about it
     "reread_quotes": False,  # stop 55's rereads: a reread's notes kept as they came
     "question_keys": False,  # stop 57's rereads: another key's needle restated the question
+    "keyed_exit": False,  # stop 69's grounded exit: a rival key's needle could ground an exit
 }
 
 
