@@ -154,10 +154,10 @@ class MemAgentConfig(SamplingConfig):
     # bench/multi_question.py was another key's number (stop 57). With one match in the
     # document, or matches alike, nothing changes. False is stop 57's rule.
     question_keys: bool = True
-    # With grounded_exit and the question's key (question_keys): an exit needs a note naming
-    # the key. Another key's needle, copied, is traced and shares the question's frame: the
-    # shipped probe said yes to it and stopped niah_multikey_2 8K at the first rival needle
-    # (95% -> 15%, stop 70). False is stop 69's grounded exit.
+    # With grounded_exit and the question's key (question_keys): an exit needs every note
+    # about the question to name the key. Another key's needle, copied, is traced and shares
+    # the question's frame: the shipped probe said yes to it and stopped niah_multikey_2 8K at
+    # the first rival needle (95% -> 15%, stop 70). False is stop 69's grounded exit.
     keyed_exit: bool = True
     min_read: float = 0.0  # share of the chunks read before an exit is honoured
 

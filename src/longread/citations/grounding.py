@@ -15,8 +15,9 @@ question there is nothing to answer from, and the exit is refused. Given the que
 (``focus.key_terms``: what sets its needle apart from other keys' needles), a note naming the
 key must be traced to text that names it too: the shipped adapter wrote "The special magic
 number for dune mentioned in the document is 8056020." at birch's needle, birch's number, and
-every word of it but the key was in the section. An exit given the key needs a note naming
-it: a note that is another key's needle, copied, answers another question.
+every word of it but the key was in the section. An exit given the key needs every note
+about the question to name it: a note that is another key's needle, copied, answers another
+question, and beside the asked one it leaves the answer to chance.
 
 The same tests serve two memory options: grounded notes cut the notes about the question that
 no section read holds, and focused notes clear a memory whose notes are all about nothing the
@@ -79,13 +80,17 @@ def exit_grounded(
     memory: str, question: str, provenance: Provenance, key: frozenset[str] = frozenset()
 ) -> bool:
     """Whether an exit on ``memory`` rests on what was read (``ungrounded_notes``, with
-    ``key``), and, given the question's key, on a note that names it: a note of another key's
-    needle is traced and shares the question's frame, so without the key the exit probe
-    stopped RULER's niah_multikey_2 at the first rival needle (17 of 20 documents at 8K,
-    stop 70). With no key (a document without rivals) only the tracing counts."""
+    ``key``), and, given the question's key, whether every note about the question names it.
+    A note of another key's needle is traced and shares the question's frame: without the
+    key the exit probe stopped RULER's niah_multikey_2 at the first rival needle (17 of 20
+    documents at 8K, stop 70); with one note naming the key beside a rival's, the answer
+    took the rival's number where reading on would have dropped it. With no key (a document
+    without rivals) only the tracing counts."""
     if ungrounded_notes(memory, question, provenance, key) != []:
         return False
-    return not key or any(key <= _words(note) for note in split_notes(memory))
+    terms = question_terms(question)
+    about = [note for note in split_notes(memory) if terms & _words(note)]
+    return all(key <= _words(note) for note in about)
 
 
 def _traced(note: str, provenance: Provenance, key: frozenset[str] = frozenset()) -> bool:
