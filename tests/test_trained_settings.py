@@ -54,17 +54,7 @@ MEMORY_READS = (
     "focused rereads, as it shipped (give --grounded-notes off/--focused-notes off/"
     "--exact-copies off/--focused-reread off for the papers' memory)\n"
 )
-# ... and the reading options the shipped adapter reads with (its provenance's reads_with):
-# the memory options, and the exit probe, whose calls memagent's probe adapter takes and whose
-# yes is honoured only on grounded notes (that adapter was trained to exit)
-READS = (
-    "longread: the memory adapter reads with grounded notes, focused notes, exact copies, "
-    "focused rereads and the exit probe, as it shipped (give --grounded-notes off/"
-    "--focused-notes off/--exact-copies off/--focused-reread off/--exit-probe off for the "
-    "papers' reading)\n"
-    "longread: memagent's probe adapter exits only on notes found in the sections read (give "
-    "--grounded-exit off for the papers' gate)\n"
-)
+READS = MEMORY_READS  # the shipped adapter's: its memory options
 
 
 def settings_said(stderr: str) -> str:
@@ -140,9 +130,6 @@ def test_a_plain_ask_on_the_bundled_model_reads_as_the_adapter_was_trained(model
     assert read_with(trace) == READ
     assert trace["config"]["grounded_notes"] and trace["config"]["focused_notes"]
     assert trace["config"]["exact_copies"]
-    # the exit probe on, its yes honoured only on grounded notes; it reports what it read
-    assert trace["config"]["exit_probe"] and trace["config"]["grounded_exit"]
-    assert trace["config"]["chunks_read"] == trace["config"]["chunks"] == 3
     sizes = chunk_sizes(trace)
     assert len(sizes) == 3 and max(sizes) <= 1000  # 5,000-token chunks would be one chunk
     finals = [s for s in trace["steps"] if s["kind"] == "final"]
