@@ -54,7 +54,20 @@ MEMORY_READS = (
     "focused rereads, as it shipped (give --grounded-notes off/--focused-notes off/"
     "--exact-copies off/--focused-reread off for the papers' memory)\n"
 )
-READS = MEMORY_READS  # the shipped adapter's: its memory options
+# ... and, once the shipped adapter reads with the exit probe (`ship.py grpo26b --reads-with
+# ... --reads-with exit_probe`, issue 29's default once every results set is measured), the
+# probe, whose calls memagent's probe adapter takes and whose yes is honoured only on grounded
+# notes (that adapter was trained to exit)
+PROBE_READS = (
+    "longread: the memory adapter reads with grounded notes, focused notes, exact copies, "
+    "focused rereads and the exit probe, as it shipped (give --grounded-notes off/"
+    "--focused-notes off/--exact-copies off/--focused-reread off/--exit-probe off for the "
+    "papers' reading)\n"
+    "longread: memagent's probe adapter exits only on notes found in the sections read (give "
+    "--grounded-exit off for the papers' gate)\n"
+)
+SHIPPED_PROBE = "exit_probe" in (memory_adapter_provenance() or {}).get("reads_with", [])
+READS = PROBE_READS if SHIPPED_PROBE else MEMORY_READS  # the shipped adapter's
 
 
 def settings_said(stderr: str) -> str:
@@ -130,6 +143,9 @@ def test_a_plain_ask_on_the_bundled_model_reads_as_the_adapter_was_trained(model
     assert read_with(trace) == READ
     assert trace["config"]["grounded_notes"] and trace["config"]["focused_notes"]
     assert trace["config"]["exact_copies"]
+    # the exit probe as shipped; on, its yes honoured only on grounded notes
+    assert trace["config"]["exit_probe"] is SHIPPED_PROBE
+    assert trace["config"]["grounded_exit"] is SHIPPED_PROBE
     sizes = chunk_sizes(trace)
     assert len(sizes) == 3 and max(sizes) <= 1000  # 5,000-token chunks would be one chunk
     finals = [s for s in trace["steps"] if s["kind"] == "final"]
