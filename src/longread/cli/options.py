@@ -212,9 +212,8 @@ def agent_options(func: Any) -> Any:
         click.option("--exit-probe", type=click.Choice(["on", "off"]), callback=_on_off,
                      help="memagent/memreread: after each update that changed the memory, a "
                           "short call asks whether the memory answers the question; yes stops "
-                          "reading [off, or as the adapter was trained or shipped: on for "
-                          "memagent on the bundled model, its probe calls on memagent's probe "
-                          "adapter, with grounded exits]."),
+                          "reading [off, or as the adapter was trained or shipped; a shipped "
+                          "probe only where a probe adapter trained to exit takes its calls]."),
         click.option("--grounded-exit", type=click.Choice(["on", "off"]), callback=_on_off,
                      help="With --exit-gate or --exit-probe on: honour an exit only when the "
                           "notes about the question are found in the sections read (no "
