@@ -546,6 +546,30 @@ async def test_a_grounded_exit_reads_past_another_keys_needle_to_the_asked_one()
         assert run.config["chunks_read"] == 1
 
 
+FILLER_NUMBERS = "Convert a complex number to a floating point number first."
+SHELF = "Old-pond is catalogued under shelf number 4412."
+SHELF_QUESTION = "Under which shelf number is old-pond catalogued in the archive?"
+
+
+async def test_a_grounded_exit_needs_a_note_restating_the_question():
+    """Copied filler sharing one term with the question ("number") is traced and "about" it:
+    the probe's yes on it stopped the held-out archive cell with the answer "+1" (stop 70).
+    An exit now needs a note restating the question; stop 70's first exit took it."""
+    sections = [FILLER_NUMBERS, "Filler.", SHELF, "More filler."]
+    replies = {FILLER_NUMBERS: FILLER_NUMBERS, SHELF: SHELF}
+    config = {"exit_probe": True, "grounded_exit": True}
+    backend = ScriptedBackend([probed(replies, ["yes", "yes"])] * 10)
+    run = await agent_for(backend, **config).run(SHELF_QUESTION, chunks(*sections))
+    probes = [s for s in run.steps if s.kind == "probe"]
+    assert GATE_EXIT_UNGROUNDED in probes[0].flags
+    assert GATE_EXIT in probes[1].flags and run.config["chunks_read"] == 3
+    backend = ScriptedBackend([probed(replies, ["yes", "yes"])] * 10)
+    run = await agent_for(backend, **config, restated_exit=False).run(
+        SHELF_QUESTION, chunks(*sections)
+    )
+    assert run.config["chunks_read"] == 1
+
+
 async def test_a_grounded_exit_refuses_an_exit_tag_on_made_up_notes_too():
     replies = {SECTIONS[0]: "The code is 9999. <exit/>", SECTIONS[1]: "The code is 4412. <exit/>"}
     backend = ScriptedBackend([replies_by_section(replies)] * 10)

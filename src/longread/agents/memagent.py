@@ -159,6 +159,13 @@ class MemAgentConfig(SamplingConfig):
     # the question's frame: the shipped probe said yes to it and stopped niah_multikey_2 8K at
     # the first rival needle (95% -> 15%, stop 70). False is stop 69's grounded exit.
     keyed_exit: bool = True
+    # With grounded_exit: an exit needs a note restating the question (citations/focus.py
+    # restates: 60% of its terms, the key among them; a question written back does not
+    # count). The grounded exit's "about the question" is one shared term: the probe said yes
+    # to copied filler sharing "number" with a held-out question and the exit was honoured
+    # (stop 70). Every exit the committed probe cells took restated its question
+    # (recipes/smollm2/exit_restates.py). False is stop 70's first exit.
+    restated_exit: bool = True
     min_read: float = 0.0  # share of the chunks read before an exit is honoured
 
     def __post_init__(self) -> None:
@@ -206,6 +213,7 @@ ACTS_ONLY_WITH: dict[str, tuple[str, ...]] = {
     "question_keys": ("focused_reread", "grounded_notes"),
     "probe_tokens": ("exit_probe",),
     "keyed_exit": ("grounded_exit",),
+    "restated_exit": ("grounded_exit",),
 }
 
 
@@ -439,7 +447,16 @@ async def update_and_probe(
         )
     if config.grounded_exit:
         exit_key = key if config.keyed_exit else frozenset()
-        refuse_ungrounded_exit(ctx, question, new_memory, calls[-1], exit_key)
+        # a one-term question ("What is the code?") is restated by a note holding that term
+        restating = Restating(question, key=exit_key, skip_questions=True, least=1)
+        refuse_ungrounded_exit(
+            ctx,
+            question,
+            new_memory,
+            calls[-1],
+            exit_key,
+            restating if config.restated_exit else None,
+        )
     return new_memory, calls
 
 
@@ -552,12 +569,21 @@ async def quote_focus(
 
 
 def refuse_ungrounded_exit(
-    ctx: CallContext, question: str, memory: str, record: Step, key: frozenset[str] = frozenset()
+    ctx: CallContext,
+    question: str,
+    memory: str,
+    record: Step,
+    key: frozenset[str] = frozenset(),
+    restating: Restating | None = None,
 ) -> None:
     """Turn ``record``'s exit into ``gate_exit_ungrounded`` (reading goes on) when the notes
     of ``memory`` about ``question`` are not all traced to the sections read, or, given the
-    question's ``key`` (``question_key``), none of them names it."""
-    if GATE_EXIT in record.flags and not exit_grounded(memory, question, ctx.provenance, key):
+    question's ``key`` (``question_key``), not all name it, or, given ``restating``, none of
+    them restates the question."""
+    if GATE_EXIT not in record.flags:
+        return
+    grounded = exit_grounded(memory, question, ctx.provenance, key)
+    if not grounded or (restating is not None and not restates(memory, restating)):
         record.flags.remove(GATE_EXIT)
         record.flags.append(GATE_EXIT_UNGROUNDED)
 

@@ -121,12 +121,13 @@ class Restating:
     cited: Cited | None = None
     skip_questions: bool = False
     key: frozenset[str] = frozenset()
+    least: int = LEAST_SHARED_TERMS  # the fewest terms, whatever the share (the exit: 1)
 
 
 def restates(memory: str, rule: Restating) -> bool:
     """Whether a note of ``memory`` restates ``rule.question`` (see ``Restating``)."""
     terms = question_terms(rule.question)
-    least = least_terms(terms, rule.least_share)
+    least = least_terms(terms, rule.least_share, rule.least)
 
     def holds(note: str) -> bool:
         if rule.skip_questions and asks(note):

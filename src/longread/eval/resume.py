@@ -36,6 +36,7 @@ AGENT_SETTINGS_ADDED = {
     "reread_quotes": False,  # stop 55's rereads: a reread's notes kept as they came
     "question_keys": False,  # stop 57's rereads: another key's needle restated the question
     "keyed_exit": False,  # stop 69's grounded exit: a rival key's needle could ground an exit
+    "restated_exit": False,  # and a note sharing one term with the question (stop 70)
 }
 
 
