@@ -430,7 +430,7 @@ def probe_adapter_trained_to_exit(settings: BackendSettings) -> tuple[str, Train
     if adapter is None or settings.resolved_backend() != "llamacpp":
         return None
     trained = read_trained_settings(adapter)
-    if trained is None or not (trained.exit_probe or trained.exit_gate):
+    if trained is None or not trained.trained_to_exit:
         return None
     owner = Path(adapter).stem.removeprefix("smollm2-135m-")
     name = f"{owner}'s probe adapter" if is_bundled(adapter) else f"the probe adapter {adapter}"
@@ -470,8 +470,7 @@ def grounds_its_exits(trained: TrainedSettings, options: dict[str, Any]) -> bool
     """Whether a run reads with the grounded exit by default: its adapter was trained to
     exit, an exit is on in ``options`` (the run's agent settings), and no flag chose."""
     exits = options.get("exit_gate") or options.get("exit_probe")
-    trained_to_exit = trained.exit_gate or trained.exit_probe
-    return bool(trained_to_exit and exits and options.get("grounded_exit") is None)
+    return bool(trained.trained_to_exit and exits and options.get("grounded_exit") is None)
 
 
 def describe_trained(name: str, filled: dict[str, Any], trained: TrainedSettings) -> str:

@@ -244,7 +244,7 @@ def _grounded_exit_agents(settings: BackendSettings) -> frozenset[str]:
         agent_settings = dataclasses.replace(settings, agent=agent)
         found = adapter_trained_settings(agent_settings)
         own = found[1] if found and trained_settings_apply(agent, found[1]) else None
-        own_exits = own is not None and (own.exit_probe or own.exit_gate)
+        own_exits = own is not None and own.trained_to_exit
         if own_exits or probe_adapter_trained_to_exit(agent_settings) is not None:
             grounded.add(agent)
     return frozenset(grounded)

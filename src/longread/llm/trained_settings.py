@@ -65,6 +65,12 @@ class TrainedSettings:
     exit_probe: bool = False  # a yes/no probe after each change of memory may stop reading
     reads_with: tuple[str, ...] = ()  # READING_OPTIONS on by default, chosen when it shipped
 
+    @property
+    def trained_to_exit(self) -> bool:
+        """Whether it was trained to stop reading (the exit gate or the exit probe): its exits
+        then read grounded by default (``cli/options.py`` ``grounds_its_exits``)."""
+        return self.exit_gate or self.exit_probe
+
     def options(self) -> dict[str, Any]:
         """The settings as agent options (``make_config`` keywords), the agent's name left out;
         a gate setting only when it differs from every agent's default; the reading options it
