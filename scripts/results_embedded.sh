@@ -156,7 +156,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
     *+grounded+*) ;;
     *+probe-on+* | *+exit-on+*) flags+=(--grounded-exit off) ;;
   esac
-  # memagent's shipped reading has the exit probe on since stop 70: its plain adapter cells,
+  # memagent's shipped reading has the exit probe on since stop 71: its plain adapter cells,
   # made before, keep the reading without it (the shipped default is the probe-on+grounded
   # cells)
   case "$agent:$model:+$how+" in

@@ -175,6 +175,50 @@ async def test_oracle_episodes_under_the_gates_are_the_agents_own_conversations(
     assert run.answer == "4720519" and run.config["chunks_read"] < run.config["chunks"]
 
 
+async def test_keep_share_teaches_keep_on_some_empty_sections_and_copies_on_the_rest():
+    """``keep_share`` < 1: only that share of the sections without evidence is taught
+    <keep/>; the rest are the papers' copy of the notes, so rows that carry notes stay (all
+    <keep/>, stage sft29g stopped carrying needles). The episode's prompts are unchanged,
+    and 1 draws nothing: the same episode, with the same rng state after it."""
+    import random
+
+    from longread.data.records import Sample
+    from longread.train.oracle import oracle_episode
+
+    filler = [f"Filler line {i} about the hills." for i in range(400)]
+    needle = "The special magic number is 4720519."
+    doc = " ".join([*filler[:100], needle, *filler[100:]])
+    sample = Sample("n", "What is the special magic number?", doc, ["4720519"])
+    agent = agent_for(ScriptedBackend([]), chunk_tokens=200, update_gate=True)
+    every_rng, half_rng = random.Random(5), random.Random(5)
+    every = await oracle_episode(agent, sample, rng=every_rng)
+    half = await oracle_episode(agent, sample, rng=half_rng, keep_share=0.5)
+    assert [t.messages for t in half] == [t.messages for t in every]
+    pairs = list(zip(every, half, strict=True))
+    empty = [(a, b) for a, b in pairs if a.kind == "update" and a.reply == "<keep/>"]
+    copied = [b for a, b in empty if b.reply != "<keep/>"]
+    assert 0 < len(copied) < len(empty)
+    after_needle = [b for b in copied if needle in b.messages[-1]["content"].split("Section:")[0]]
+    assert after_needle and all(b.reply == needle for b in after_needle)
+    assert all(a.reply == b.reply for a, b in pairs if (a, b) not in empty)
+    again = random.Random(5)
+    assert await oracle_episode(agent, sample, rng=again, keep_share=1.0) == every
+    assert again.random() == every_rng.random()
+
+
+def test_keep_share_needs_the_update_gate(tmp_path):
+    """A stage that asks for <keep/> rows without the update gate is refused before training."""
+    from longread.train.config import load_config
+
+    config = tmp_path / "stage.toml"
+    config.write_text(
+        '[model]\npath = "smollm2"\n[agent]\nname = "memagent"\n'
+        '[run]\nobjective = "sft"\nkeep_share = 0.3\n'
+    )
+    with pytest.raises(UsageError, match="keep_share"):
+        load_config(config)
+
+
 async def test_gates_without_instructions_read_tags_under_the_papers_prompt():
     """``gate_instructions=False``: every update prompt is the papers' to the byte, yet a
     trained reply's <exit/> still stops reading; the oracle teaches it under that prompt."""

@@ -155,7 +155,7 @@ def test_serve_gives_memagent_s_probe_its_backend_and_grounds_it(probe_shipped):
 
 
 def ship_reading_with_the_probe(shared: tuple) -> None:
-    """The shared adapter's record as shipped since stop 70: it reads with the exit probe."""
+    """The shared adapter's record as shipped since stop 71: it reads with the exit probe."""
     record = shared[0].with_suffix(".json")
     raw = json.loads(record.read_text())
     record.write_text(json.dumps({**raw, "reads_with": ["focused_notes", "exit_probe"]}))

@@ -36,7 +36,7 @@ case "${EXIT_PROBE:-}" in
   on|off) flags+=(--exit-probe "$EXIT_PROBE"); suffix="$suffix-probe-$EXIT_PROBE" ;;
   *) echo "EXIT_PROBE must be on or off, not $EXIT_PROBE" >&2; exit 2 ;;
 esac
-# memagent's shipped reading has the exit probe on since stop 70; these checks read without it
+# memagent's shipped reading has the exit probe on since stop 71; these checks read without it
 [ "$adapter" = memory ] && [ -z "${EXIT_PROBE:-}" ] && flags+=(--exit-probe off)
 case "${GROUNDED_EXIT:-}" in
   "" | off) flags+=(--grounded-exit off) ;;  # the names from before it was the default

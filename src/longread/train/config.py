@@ -234,6 +234,12 @@ class RunSection:
         "sentences added, also answered yes; 0 = the yes probe on clean notes only (stage "
         "sft29q, whose probe then said no to needle notes with any filler)",
     )
+    keep_share: float = option(
+        1.0,
+        "sft with agent option update_gate: chance that a section without evidence is taught "
+        "<keep/> (the rest the papers' copy of the notes); 1 = every such section <keep/> "
+        "(stage sft29g, which then lost the rows that carry notes and stopped carrying needles)",
+    )
     first_hop: float = option(
         0.0,
         "sft with agent memreread (max_reread 2 or more): chance that a two-hop chain's "
@@ -401,10 +407,16 @@ class TrainConfig:
             ("run.update_share", self.run.update_share),
             ("run.section_first_share", self.run.section_first_share),
             ("run.probe_noisy_yes", self.run.probe_noisy_yes),
+            ("run.keep_share", self.run.keep_share),
             ("run.first_hop", self.run.first_hop),
         ):
             if not 0.0 <= chance <= 1.0:
                 raise UsageError(f"{name} is a chance: between 0 and 1")
+        if self.run.keep_share < 1 and not self.agent.options.get("update_gate"):
+            raise UsageError(
+                "run.keep_share shapes the update gate's replies: set "
+                "agent.options = { update_gate = true }"
+            )
         weights = (self.run.evidence_weight, self.run.decision_weight, self.run.followup_weight)
         if min(weights) < 0:
             raise UsageError(

@@ -76,6 +76,7 @@ async def oracle_episode(
     claim_rate: float = 0.0,
     section_first: bool | None = None,
     noisy_yes: float = 0.0,
+    keep_share: float = 1.0,
 ) -> list[OracleTurn]:
     """The ideal memagent run over ``sample`` with ``agent``'s chunking and prompts.
 
@@ -91,7 +92,10 @@ async def oracle_episode(
     and each update shown noisy notes is preceded by a probe of those notes, answered "no" (a
     conversation the agent has only if it wrote them: the state noise stands for). With
     ``noisy_yes`` > 0, the probe that says "yes" is, with that chance, asked once more of those
-    notes with filler added, also "yes" (notes that copied some noise still answer)."""
+    notes with filler added, also "yes" (notes that copied some noise still answer). With the
+    update gate, ``keep_share`` < 1 teaches ``<keep/>`` to only that share of the sections
+    without evidence (``rng`` draws which) and the papers' copy of the notes to the rest: all
+    ``<keep/>`` left no row that carries notes, and stage sft29g stopped carrying needles."""
     if section_first is None:
         section_first = agent.config.section_first
     _, chunks = await agent.chunks(sample.question, sample.context)
@@ -99,7 +103,7 @@ async def oracle_episode(
     reading = Reading(
         sample.question, evidence_sentences(sample), sample.answers, section_first,
         noise_rate, claim_rate, config.update_gate, config.exit_gate, config.gate_instructions,
-        config.exit_probe, noisy_yes,
+        config.exit_probe, noisy_yes, keep_share,
     )  # fmt: skip
     prompts = agent.config.prompts
     turns, memory = oracle_pass(prompts, chunks, reading, rng or random.Random(0))
@@ -123,6 +127,7 @@ class Reading:
     gate_instructions: bool = True  # the prompts explain the gates (off: the papers' prompt)
     exit_probe: bool = False  # a probe after each change of notes: "yes" once they hold it all
     noisy_yes: float = 0.0  # chance the "yes" probe is also asked of its notes with filler
+    keep_share: float = 1.0  # under the update gate: chance a <keep/> is taught, else a copy
 
 
 def oracle_pass(
@@ -148,7 +153,8 @@ def oracle_pass(
             memory = " ".join(found) if memory == NO_MEMORY else f"{memory} {' '.join(found)}"
         stops = reading.exit_gate or reading.exit_probe
         done = stops and bool(reading.evidence) and _holds_all(memory, reading)
-        reply = _gated_reply(memory, shown, found, done and reading.exit_gate, reading)
+        keeps = _keeps(reading, rng)
+        reply = _gated_reply(memory, shown, found, done and reading.exit_gate, keeps)
         turn = OracleTurn(
             messages, reply, "update", takes_evidence=bool(found), from_empty=shown == NO_MEMORY
         )
@@ -171,11 +177,21 @@ def _holds_all(memory: str, reading: Reading) -> bool:
     return all(sentence in memory for sentence in reading.evidence)
 
 
-def _gated_reply(memory: str, shown: str, found: list[str], done: bool, reading: Reading) -> str:
-    """The ideal reply under the gates: ``<keep/>`` when the section adds nothing and the
-    shown notes are the clean ones (noisy or claimed notes are rewritten clean), the notes
-    with ``<exit/>`` once they hold every evidence sentence, else the notes."""
-    if reading.update_gate and not found and shown == memory and not done:
+def _keeps(reading: Reading, rng: random.Random) -> bool:
+    """Whether this update, if its section adds nothing, is taught ``<keep/>`` (the update
+    gate on): always with ``keep_share`` 1, which draws nothing (earlier runs' draws stay);
+    else with that chance, the rest taught as the papers' copy of the notes."""
+    if not reading.update_gate:
+        return False
+    return reading.keep_share >= 1.0 or rng.random() < reading.keep_share
+
+
+def _gated_reply(memory: str, shown: str, found: list[str], done: bool, keeps: bool) -> str:
+    """The ideal reply under the gates: ``<keep/>`` when ``keeps`` and the section adds
+    nothing and the shown notes are the clean ones (noisy or claimed notes are rewritten
+    clean), the notes with ``<exit/>`` once they hold every evidence sentence, else the
+    notes."""
+    if keeps and not found and shown == memory and not done:
         return "<keep/>"
     return f"{memory} <exit/>" if done else memory
 
@@ -293,6 +309,7 @@ def oracle_rows(
     row_kinds: Collection[str] = (),
     followup_weight: float = 1.0,
     rememr1_thoughts: bool = True,
+    keep_share: float = 1.0,
 ) -> list[TrainingRow]:
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
@@ -316,7 +333,8 @@ def oracle_rows(
     a round (``OracleTurn.follows_up``) weigh ``followup_weight`` times that. ``row_kinds``:
     only the turns of these kinds become rows (all, when empty); the episodes and their draws
     are unchanged. ``rememr1_thoughts``: ReMemR1's replies open with their reason sentence
-    (``rememr1_episode``)."""
+    (``rememr1_episode``). ``keep_share``: the update gate's ``<keep/>`` on that share of the
+    sections without evidence (``oracle_episode``)."""
     eos = policy.tokenizer.eos_token_id
     rng = rng or random.Random(0)
     rows = []
@@ -328,7 +346,7 @@ def oracle_rows(
         turns = asyncio.run(
             _episode(
                 reader, sample, noise_rate, rng, claim_rate, order, noisy_yes, first_hop,
-                rememr1_thoughts,
+                rememr1_thoughts, keep_share,
             )
         )  # fmt: skip
         for index, turn in enumerate(turns):
@@ -357,7 +375,7 @@ def oracle_rows(
 async def _episode(
     reader: MemAgent, sample: Sample, noise_rate: float, rng: random.Random, claim_rate: float,
     section_first: bool | None, noisy_yes: float = 0.0, first_hop: float = 0.0,
-    rememr1_thoughts: bool = True,
+    rememr1_thoughts: bool = True, keep_share: float = 1.0,
 ) -> list[OracleTurn]:  # fmt: skip
     """The agent's oracle episode: MemReread's (oracle_reread.py), ReMemR1's
     (oracle_rememr1.py: none when its recall would miss) or MemAgent's."""
@@ -379,7 +397,7 @@ async def _episode(
             )
         return await reread_episode(reader, sample, rng, noise_rate, claim_rate, first_hop)
     return await oracle_episode(
-        reader, sample, noise_rate, rng, claim_rate, section_first, noisy_yes
+        reader, sample, noise_rate, rng, claim_rate, section_first, noisy_yes, keep_share
     )
 
 

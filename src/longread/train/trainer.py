@@ -236,6 +236,7 @@ class Trainer:
             row_kinds=run.row_kinds,
             followup_weight=run.followup_weight,
             rememr1_thoughts=run.rememr1_thoughts,
+            keep_share=run.keep_share,
         )
         if not rows:
             raise UsageError(
