@@ -12,6 +12,8 @@
 # results set (issue 29's default); CELLS=multikey the shipped adapter on RULER's niah_multikey_2
 # (a haystack of other keys' needles, never trained on), with focused rereads as shipped and
 # with stop 57's rule (issue 26, target 6);
+# CELLS=lookup the shipped reading (probe on) with prompt-lookup decoding on the probe's sets
+# (issue 26, targets 6 and 7: may it be the default?);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -122,7 +124,8 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
   # (--grounded-notes on), focused (--focused-notes on), exact (--exact-copies on), reread
   # (--focused-reread on), no-reread (--focused-reread off), rule-STOP (an earlier rule of
   # focused rereads, by recipes/smollm2/earlier_rule.py STOP), max-reread-N (--max-reread N), decide-STAGE
-  # (--decision-adapter recipes/smollm2/runs/STAGE/adapter.gguf), or several joined by +
+  # (--decision-adapter recipes/smollm2/runs/STAGE/adapter.gguf), lookup (--lookup-decoding),
+  # or several joined by +
   # (section-first+exit-off); the run folder's name ends with HOW
   local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part runner=("$LONGREAD")
   local out="$RUNS/$agent-$model-$set-$length${5:+-$5}" data="$DATA/${set}_${length}.jsonl"
@@ -147,6 +150,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
       max-reread-*) flags+=(--max-reread "${part#max-reread-}") ;;  # memreread's rounds
       # memreread's decide and integrate calls with a recipe stage's adapter (the rest: MODEL's)
       decide-*) flags+=(--decision-adapter "recipes/smollm2/runs/${part#decide-}/adapter.gguf") ;;
+      lookup) flags+=(--lookup-decoding) ;;
       *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
     esac
   done
@@ -363,6 +367,25 @@ if want probe; then
   done
   for set in "${HELD_OUT_CELLS[@]}"; do cell memagent adapter "$set" 8192 probe-on+grounded; done
   cell memagent adapter ruler_niah_single_2 8192 section-first+probe-on+grounded
+fi
+# Issue 26, targets 6 and 7 (CELLS=lookup): prompt-lookup decoding (--lookup-decoding) may be the
+# embedded model's default for greedy calls only if no results set loses: the shipped reading
+# (the probe on) with it, on the sets CELLS=probe ran, paired with those cells by
+# `longread eval compare`. The sets where replies copy the most, and the longest, first.
+if want lookup; then
+  for set_length in "hotpotqa 8192" "ruler_niah_single_2 32768" "ruler_niah_multikey_2 8192" \
+    "unseen-van 8192" "ruler_niah_single_3 16384" "chains_reversed_same 8192" \
+    "ruler_niah_single_2 8192" "ruler_niah_single_2 16384" "hotpotqa 16384" \
+    "ruler_niah_single_3 8192" "hotpotqa 2048" "ruler_niah_single_2 2048" \
+    "ruler_niah_single_3 2048"; do
+    # shellcheck disable=SC2086
+    cell memagent adapter $set_length probe-on+grounded+lookup
+  done
+  for set in "${HELD_OUT_CELLS[@]}"; do
+    [ "$set" = unseen-van ] || cell memagent adapter "$set" 8192 probe-on+grounded+lookup
+  done
+  cell memagent adapter ruler_niah_single_2 8192 section-first+probe-on+grounded+lookup
+  cell memagent adapter ruler_niah_single_2 65536 probe-on+grounded+lookup
 fi
 trap - EXIT
 record_session
