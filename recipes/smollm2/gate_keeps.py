@@ -41,9 +41,11 @@ def count(run_dir: Path, evidence: dict[str, list[str]]) -> Counter[str]:
             if step.kind != "update" or FOCUSED_REREAD in step.flags:
                 continue
             section = section_of(step.messages[-1]["content"])
-            part = "evidence" if any(
-                s[:PREFIX] in section for s in evidence.get(run.sample_id or "", [])
-            ) else "empty"
+            part = (
+                "evidence"
+                if any(s[:PREFIX] in section for s in evidence.get(run.sample_id or "", []))
+                else "empty"
+            )
             out[part] += 1
             out[f"{part}_kept"] += GATE_KEEP in step.flags
     return out
@@ -51,16 +53,20 @@ def count(run_dir: Path, evidence: dict[str, list[str]]) -> Counter[str]:
 
 def main() -> None:
     evidence, runs = evidence_and_runs(__doc__.splitlines()[0])
-    print("| run | right | `<keep/>` at sections without evidence | `<keep/>` at evidence "
-          "sections | decoded tokens a sample |")
+    print(
+        "| run | right | `<keep/>` at sections without evidence | `<keep/>` at evidence "
+        "sections | decoded tokens a sample |"
+    )
     print("|---|---:|---:|---:|---:|")
     for run_dir in runs:
         if not (run_dir / "traces").is_dir():
             sys.exit(f"gate_keeps.py: {run_dir} has no traces/ (not an eval run folder)")
         c = count(run_dir, evidence)
         n = c["samples"] or 1
-        print(f"| {run_dir.name} | {c['right']}/{c['samples']} | {c['empty_kept']} of "
-              f"{c['empty']} | {c['evidence_kept']} of {c['evidence']} | {c['decoded'] / n:.0f} |")
+        print(
+            f"| {run_dir.name} | {c['right']}/{c['samples']} | {c['empty_kept']} of "
+            f"{c['empty']} | {c['evidence_kept']} of {c['evidence']} | {c['decoded'] / n:.0f} |"
+        )
 
 
 if __name__ == "__main__":
