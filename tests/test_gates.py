@@ -219,6 +219,52 @@ def test_keep_share_needs_the_update_gate(tmp_path):
         load_config(config)
 
 
+class CharPolicy:
+    """What ``oracle_rows`` asks of a policy: ids for a prompt and for a reply (a character
+    each), and an end-of-turn id."""
+
+    class tokenizer:  # the attribute a policy has
+        eos_token_id = 0
+
+        @staticmethod
+        def encode(text: str, add_special_tokens: bool = False) -> list[int]:
+            return [ord(c) for c in text]
+
+    @staticmethod
+    def prompt_ids(messages: Sequence[Message]) -> list[int]:
+        return [ord(c) for m in messages for c in m["content"]]
+
+
+def test_keep_weight_weighs_only_the_keep_rows_and_needs_the_update_gate(tmp_path):
+    """``keep_weight``: the rows whose reply is <keep/> weigh that much in the loss (a few
+    tokens each, a token mean gives them little say: stage sft29v), the evidence rows keep the
+    evidence weight and the rest 1; a stage that sets it without the update gate is refused."""
+    from longread.data.records import Sample
+    from longread.train.config import load_config
+    from longread.train.oracle import oracle_rows
+
+    filler = [f"Filler line {i} about the hills." for i in range(400)]
+    needle = "The special magic number is 4720519."
+    doc = " ".join([*filler[:100], needle, *filler[100:]])
+    sample = Sample("n", "What is the special magic number?", doc, ["4720519"])
+    agent = agent_for(ScriptedBackend([]), chunk_tokens=200, update_gate=True)
+    rows = oracle_rows(agent, CharPolicy(), [sample], evidence_weight=3.0, keep_weight=5.0)
+    plain = oracle_rows(agent, CharPolicy(), [sample], evidence_weight=3.0)
+    keeps = [r.completion_ids == [*map(ord, "<keep/>"), 0] for r in rows]
+    assert any(keeps) and not all(keeps)
+    assert [r.completion_ids for r in rows] == [r.completion_ids for r in plain]
+    for row, before, kept in zip(rows, plain, keeps, strict=True):
+        assert row.weight == (5.0 if kept else before.weight)
+    assert {r.weight for r in plain} == {1.0, 3.0}
+    config = tmp_path / "stage.toml"
+    config.write_text(
+        '[model]\npath = "smollm2"\n[agent]\nname = "memagent"\n'
+        '[run]\nobjective = "sft"\nkeep_weight = 4\n'
+    )
+    with pytest.raises(UsageError, match="keep_weight"):
+        load_config(config)
+
+
 async def test_gates_without_instructions_read_tags_under_the_papers_prompt():
     """``gate_instructions=False``: every update prompt is the papers' to the byte, yet a
     trained reply's <exit/> still stops reading; the oracle teaches it under that prompt."""

@@ -240,6 +240,12 @@ class RunSection:
         "<keep/> (the rest the papers' copy of the notes); 1 = every such section <keep/> "
         "(stage sft29g, which then lost the rows that carry notes and stopped carrying needles)",
     )
+    keep_weight: float = option(
+        1.0,
+        "sft with agent option update_gate: loss weight of the rows whose reply is <keep/> "
+        "(a few tokens each, so a token mean gives them little say against rows that write "
+        "notes: stage sft29v taught <keep/> on 80% of the empty sections and never wrote it)",
+    )
     first_hop: float = option(
         0.0,
         "sft with agent memreread (max_reread 2 or more): chance that a two-hop chain's "
@@ -417,10 +423,19 @@ class TrainConfig:
                 "run.keep_share shapes the update gate's replies: set "
                 "agent.options = { update_gate = true }"
             )
-        weights = (self.run.evidence_weight, self.run.decision_weight, self.run.followup_weight)
+        if self.run.keep_weight != 1 and not self.agent.options.get("update_gate"):
+            raise UsageError(
+                "run.keep_weight weighs the update gate's <keep/> rows: set "
+                "agent.options = { update_gate = true }"
+            )
+        weights = (
+            self.run.evidence_weight, self.run.decision_weight, self.run.followup_weight,
+            self.run.keep_weight,
+        )  # fmt: skip
         if min(weights) < 0:
             raise UsageError(
-                "run.evidence_weight, run.decision_weight and run.followup_weight must be 0 or more"
+                "run.evidence_weight, run.decision_weight, run.followup_weight and "
+                "run.keep_weight must be 0 or more"
             )
         if not self.run.rememr1_thoughts and self.agent.name != "rememr1":
             raise UsageError(

@@ -66,6 +66,7 @@ class OracleTurn:
 # Longest run of filler sentences a noisy prompt adds to the notes (the shipped adapter's
 # filler notes held 1-8 sentences before a missed needle).
 MAX_NOISE_SENTENCES = 6
+KEEP_REPLY = "<keep/>"  # the update gate's reply to a section that adds nothing (agents/gates.py)
 
 
 async def oracle_episode(
@@ -192,7 +193,7 @@ def _gated_reply(memory: str, shown: str, found: list[str], done: bool, keeps: b
     clean), the notes with ``<exit/>`` once they hold every evidence sentence, else the
     notes."""
     if keeps and not found and shown == memory and not done:
-        return "<keep/>"
+        return KEEP_REPLY
     return f"{memory} <exit/>" if done else memory
 
 
@@ -310,6 +311,7 @@ def oracle_rows(
     followup_weight: float = 1.0,
     rememr1_thoughts: bool = True,
     keep_share: float = 1.0,
+    keep_weight: float = 1.0,
 ) -> list[TrainingRow]:
     """Training rows of the oracle episodes of ``samples`` (see ``oracle.py``): the prompt
     through the policy's chat template, the ideal reply's ids plus end-of-turn, cut to the
@@ -334,7 +336,8 @@ def oracle_rows(
     only the turns of these kinds become rows (all, when empty); the episodes and their draws
     are unchanged. ``rememr1_thoughts``: ReMemR1's replies open with their reason sentence
     (``rememr1_episode``). ``keep_share``: the update gate's ``<keep/>`` on that share of the
-    sections without evidence (``oracle_episode``)."""
+    sections without evidence (``oracle_episode``); ``keep_weight``: the weight of the rows
+    whose reply is ``<keep/>``."""
     eos = policy.tokenizer.eos_token_id
     rng = rng or random.Random(0)
     rows = []
@@ -366,7 +369,9 @@ def oracle_rows(
                     rollout="oracle",
                     step=index,
                     is_final=turn.kind == "final",
-                    weight=_weight(turn, evidence_weight, decision_weight, followup_weight),
+                    weight=_weight(
+                        turn, evidence_weight, decision_weight, followup_weight, keep_weight
+                    ),
                 )
             )
     return rows
@@ -402,10 +407,16 @@ async def _episode(
 
 
 def _weight(
-    turn: OracleTurn, evidence_weight: float, decision_weight: float, followup_weight: float
+    turn: OracleTurn,
+    evidence_weight: float,
+    decision_weight: float,
+    followup_weight: float,
+    keep_weight: float = 1.0,
 ) -> float:
     if turn.takes_evidence:
         return evidence_weight
+    if turn.kind == "update" and turn.reply == KEEP_REPLY:
+        return keep_weight
     if turn.kind != "decide":
         return 1.0
     return decision_weight * (followup_weight if turn.follows_up else 1.0)

@@ -237,6 +237,7 @@ class Trainer:
             followup_weight=run.followup_weight,
             rememr1_thoughts=run.rememr1_thoughts,
             keep_share=run.keep_share,
+            keep_weight=run.keep_weight,
         )
         if not rows:
             raise UsageError(
