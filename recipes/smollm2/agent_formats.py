@@ -27,10 +27,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from evidence_taken import evidence_and_runs, holds_evidence  # this folder's
+from evidence_taken import evidence_and_runs, holds_evidence, right_by_sample  # this folder's
 
-from longread.eval.compare import is_right
-from longread.eval.store import DONE, RunStore
 from longread.trace import FORMAT_ERROR, Run
 
 # The calls whose reply follows an agent's own format.
@@ -39,8 +37,7 @@ FORMATTED = {"rememr1": "update", "memreread": "decide"}
 
 def count(run_dir: Path, evidence: dict[str, list[str]]) -> Counter[str]:
     """The run's counts (see the module docstring) over its finished, traced samples."""
-    with RunStore(run_dir) as store:
-        right = {r.sample_id: is_right(r, "headline") for r in store.results() if r.status == DONE}
+    right = right_by_sample(run_dir)
     out: Counter[str] = Counter()
     for trace in sorted((run_dir / "traces").glob("*.json")):
         run = Run.load(trace)

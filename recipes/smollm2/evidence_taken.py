@@ -23,6 +23,8 @@ from reread_would_act import section_of  # this folder's: the section an update 
 from longread.citations.align import words
 from longread.data.evidence import evidence_sentences
 from longread.data.loaders import load_samples
+from longread.eval.compare import is_right
+from longread.eval.store import DONE, RunStore
 from longread.trace import FOCUSED_REREAD, Run
 
 TAKEN_SHARE = 0.6  # the share of an evidence sentence's words the notes must hold
@@ -33,6 +35,12 @@ def holds_evidence(text: str | None, sentences: list[str]) -> bool:
     """Whether ``text`` holds most of the words (``TAKEN_SHARE``) of one of ``sentences``."""
     notes = words(text or "")
     return any(len(words(s) & notes) >= TAKEN_SHARE * len(words(s)) for s in sentences)
+
+
+def right_by_sample(run_dir: Path) -> dict[str | None, bool]:
+    """Whether each finished sample of an eval run is right, as `longread eval compare` counts."""
+    with RunStore(run_dir) as store:
+        return {r.sample_id: is_right(r, "headline") for r in store.results() if r.status == DONE}
 
 
 def taken(run_dir: Path, evidence: dict[str, list[str]]) -> tuple[int, int]:

@@ -17,18 +17,15 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from evidence_taken import PREFIX, evidence_and_runs  # this folder's
+from evidence_taken import PREFIX, evidence_and_runs, right_by_sample  # this folder's
 from reread_would_act import section_of  # this folder's
 
-from longread.eval.compare import is_right
-from longread.eval.store import DONE, RunStore
 from longread.trace import FOCUSED_REREAD, GATE_KEEP, Run
 
 
 def count(run_dir: Path, evidence: dict[str, list[str]]) -> Counter[str]:
     """The run's counts (see the module docstring) over its finished, traced samples."""
-    with RunStore(run_dir) as store:
-        right = {r.sample_id: is_right(r, "headline") for r in store.results() if r.status == DONE}
+    right = right_by_sample(run_dir)
     out: Counter[str] = Counter()
     for trace in sorted((run_dir / "traces").glob("*.json")):
         run = Run.load(trace)
