@@ -13,7 +13,8 @@
 # (a haystack of other keys' needles, never trained on), with focused rereads as shipped and
 # with stop 57's rule (issue 26, target 6);
 # CELLS=lookup the shipped reading (probe on) with prompt-lookup decoding on the probe's sets
-# (issue 26, targets 6 and 7: may it be the default?);
+# (issue 26, targets 6 and 7: may it be the default?); CELLS=formatstop rememr1 with its shipped
+# adapter and format stops (issue 28: its formats, 95% well formed?);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -125,6 +126,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
   # (--focused-reread on), no-reread (--focused-reread off), rule-STOP (an earlier rule of
   # focused rereads, by recipes/smollm2/earlier_rule.py STOP), max-reread-N (--max-reread N), decide-STAGE
   # (--decision-adapter recipes/smollm2/runs/STAGE/adapter.gguf), lookup (--lookup-decoding),
+  # format-stop (--format-stop on),
   # or several joined by +
   # (section-first+exit-off); the run folder's name ends with HOW
   local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part runner=("$LONGREAD")
@@ -151,6 +153,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
       # memreread's decide and integrate calls with a recipe stage's adapter (the rest: MODEL's)
       decide-*) flags+=(--decision-adapter "recipes/smollm2/runs/${part#decide-}/adapter.gguf") ;;
       lookup) flags+=(--lookup-decoding) ;;
+      format-stop) flags+=(--format-stop on) ;;
       *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
     esac
   done
@@ -386,6 +389,17 @@ if want lookup; then
   done
   cell memagent adapter ruler_niah_single_2 8192 section-first+probe-on+grounded+lookup
   cell memagent adapter ruler_niah_single_2 65536 probe-on+grounded+lookup
+fi
+# Issue 28 (CELLS=formatstop): rememr1's shipped adapter read as shipped with format stops
+# (--format-stop on: a step's reply ends at a second <update> after a closed block), paired by
+# `longread eval compare` and recipes/smollm2/agent_formats.py with the `reread` cells above.
+# The sets whose replies broke the format most first.
+if want formatstop; then
+  for set_length in "chains_reversed_same 8192" "hotpotqa 8192" "ruler_niah_single_2 8192" \
+    "ruler_niah_single_2 16384"; do
+    # shellcheck disable=SC2086
+    cell rememr1 adapter $set_length reread+format-stop
+  done
 fi
 trap - EXIT
 record_session

@@ -26,12 +26,15 @@ def ask(content: str) -> list[Message]:
     return [{"role": "user", "content": content}]
 
 
-# Calls that end in different ways: on <|im_end|>, on the token cap, on a stop string; one
+# Calls that end in different ways: on <|im_end|>, on the token cap, on a stop string (cut or
+# kept); one
 # sampled with a seed. More calls than seats, so one waits for a freed sequence.
 CALLS: list[tuple[list[Message], SamplingParams]] = [
     (ask("What is the capital of France? Answer with one word."), SamplingParams(max_tokens=24)),
     (ask("Write one sentence about the sea."), SamplingParams(max_tokens=9)),
     (ask("List three colours, one per line."), SamplingParams(max_tokens=40, stop=("\n",))),
+    # the stop string kept in the text (rememr1's format stop)
+    (ask("Name two fruits."), SamplingParams(max_tokens=40, stop=(" and",), include_stop=True)),
     (ask("Tell me about dogs."), SamplingParams(max_tokens=30, temperature=0.8, seed=7)),
 ]
 PARALLEL = 3

@@ -182,6 +182,20 @@ def test_stop_string_trims_the_text_and_token_cap_says_length(
     assert capped.completion_tokens == 3
 
 
+def test_a_kept_stop_string_ends_the_text_where_the_model_wrote_it(
+    backend: LlamaCppBackend, plain: tuple[Completion, list[int]]
+) -> None:
+    # rememr1's format stop reads the closing tag its stop string starts with.
+    greedy_text = plain[0].text
+    kept = chat(backend, stop=("Paris",), include_stop=True)
+    assert kept.finish_reason == "stop"
+    assert kept.text == greedy_text[: greedy_text.index("Paris") + len("Paris")]
+    assert kept.token_ids is None  # ids only where recording asks for them
+    assert kept.completion_tokens == len(
+        chat(backend, record_tokens=True, stop=("Paris",)).token_ids or []
+    )
+
+
 def test_prompt_over_the_window_is_a_budget_error(backend: LlamaCppBackend) -> None:
     # Refused after tokenising, before any evaluation, like the plain path.
     too_long: list[Message] = [{"role": "user", "content": "word " * backend.context_window}]

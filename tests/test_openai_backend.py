@@ -102,7 +102,20 @@ async def test_unset_seed_stop_and_logprobs_are_not_sent(server: FakeOpenAIServe
     async with make_backend(server) as backend:
         await chat(backend)
     [request] = server.requests_to(CHAT)
-    assert not {"seed", "stop", "logprobs", "return_token_ids"} & set(request.body)
+    unset = {"seed", "stop", "logprobs", "return_token_ids", "include_stop_str_in_output"}
+    assert not (unset | {"no_stop_trim"}) & set(request.body)
+
+
+async def test_a_kept_stop_string_is_asked_under_vllm_and_sglang_names(
+    server: FakeOpenAIServer,
+) -> None:
+    # rememr1's format stop reads where the reply was cut; OpenAI's own API would cut it off.
+    server.script(CHAT, Reply(body=completion_body()))
+    async with make_backend(server) as backend:
+        await chat(backend, SamplingParams(stop=("</update><update>",), include_stop=True))
+    body = server.requests_to(CHAT)[0].body
+    assert body["stop"] == ["</update><update>"]
+    assert (body["include_stop_str_in_output"], body["no_stop_trim"]) == (True, True)
 
 
 async def test_null_content_and_missing_usage_do_not_crash(server: FakeOpenAIServer) -> None:

@@ -7,6 +7,7 @@ import pytest
 from longread.agents.memagent import NO_MEMORY
 from longread.agents.recall import RecallHit, TfidfHistory
 from longread.agents.rememr1 import (
+    FORMAT_STOPS,
     NO_RECALL,
     ReMemR1,
     ReMemR1Config,
@@ -17,6 +18,7 @@ from longread.trace import (
     COPY_REPAIRED,
     FOCUSED_REREAD,
     FORMAT_ERROR,
+    FORMAT_STOPPED,
     MEMORY_TRUNCATED,
     NO_BOXED_ANSWER,
     NOTES_UNGROUNDED,
@@ -199,6 +201,36 @@ async def test_two_updates_use_the_last_and_flag():
     run = await agent_for(backend).run("q", chunks("a"))
     assert run.steps[0].memory == "second"
     assert FORMAT_ERROR in run.steps[0].flags
+
+
+# What a backend that keeps the stop string returns for a reply that went on past its format:
+# a closed <update>, a closed <recall>, then another <update> opening.
+RAN_ON = "<update>Ann wrote it.</update>\n<recall>Ann</recall>\n<update>"
+
+
+async def test_format_stop_cuts_a_reply_where_its_format_was_complete():
+    backend = ScriptedBackend([RAN_ON, "\\boxed{Ann}"])
+    run = await agent_for(backend, format_stop=True).run("Who wrote it?", chunks("a"))
+    step = run.steps[0]
+    assert step.memory == "Ann wrote it." and step.recall.query == "Ann"
+    assert FORMAT_STOPPED in step.flags and FORMAT_ERROR not in step.flags
+    (_, sent), (_, final) = backend.requests
+    assert sent.include_stop and "</recall>\n<update>" in sent.stop and sent.stop == FORMAT_STOPS
+    assert not final.stop  # the answer is not a step reply
+
+
+async def test_without_format_stop_a_reply_is_read_whole_as_the_paper_does():
+    backend = ScriptedBackend([RAN_ON, "\\boxed{Ann}"])
+    run = await agent_for(backend).run("Who wrote it?", chunks("a"))
+    assert FORMAT_ERROR in run.steps[0].flags and FORMAT_STOPPED not in run.steps[0].flags
+    (_, sent), _ = backend.requests
+    assert not sent.stop and not sent.include_stop
+
+
+async def test_format_stop_leaves_a_reply_that_ended_by_itself_alone():
+    backend = ScriptedBackend(["<update>Ann wrote it.</update>", "\\boxed{Ann}"])
+    run = await agent_for(backend, format_stop=True).run("Who wrote it?", chunks("a"))
+    assert run.steps[0].memory == "Ann wrote it." and not run.steps[0].flags
 
 
 async def test_tags_in_other_case_and_spanning_lines_are_read():

@@ -7,7 +7,8 @@ file), as the issue's targets ask:
 
 - **well formed**: of the calls whose reply has a format to follow (ReMemR1's updates, with
   `<update>` and an optional `<recall>`; MemReread's decisions, `<stop/>` or a sub-question),
-  those the agent did not flag `format_error`;
+  those the agent did not flag `format_error`; in brackets, those a format stop cut
+  (`format_stopped`: the reply went on with another `<update>` and was ended there);
 - **rememr1**: the calls that asked a recall, and those whose recalled memory held a gold
   evidence sentence (most of its words, as `evidence_taken.py` counts): a recall that brought
   back the needed fact, e.g. a reversed chain's code;
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from evidence_taken import evidence_and_runs, holds_evidence, right_by_sample  # this folder's
 
-from longread.trace import FORMAT_ERROR, Run
+from longread.trace import FORMAT_ERROR, FORMAT_STOPPED, Run
 
 # The calls whose reply follows an agent's own format.
 FORMATTED = {"rememr1": "update", "memreread": "decide"}
@@ -51,6 +52,7 @@ def count(run_dir: Path, evidence: dict[str, list[str]]) -> Counter[str]:
             if step.kind == kind:
                 out["formatted"] += 1
                 out["well_formed"] += FORMAT_ERROR not in step.flags
+                out["format_stopped"] += FORMAT_STOPPED in step.flags
             if step.recall is not None:
                 out["recalls"] += 1
                 out["recalls_found"] += holds_evidence(step.recall.memory, gold)
@@ -71,7 +73,7 @@ def count(run_dir: Path, evidence: dict[str, list[str]]) -> Counter[str]:
 def main() -> None:
     evidence, runs = evidence_and_runs(__doc__.splitlines()[0])
     print(
-        "| run | right | well formed | recalls (fact back) | samples rereading "
+        "| run | right | well formed (format stops) | recalls (fact back) | samples rereading "
         "| reread updates (fact taken) | first hops (place found) | root notes hold evidence |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -79,7 +81,9 @@ def main() -> None:
         if not (run_dir / "config.json").is_file():
             sys.exit(f"agent_formats.py: {run_dir} is not an eval run folder (no config.json)")
         c = count(run_dir, evidence)
-        formed = f"{c['well_formed']}/{c['formatted']}" if c["formatted"] else "-"
+        formed = "-"
+        if c["formatted"]:
+            formed = f"{c['well_formed']}/{c['formatted']} ({c['format_stopped']})"
         print(
             f"| {run_dir.name} | {c['right']}/{c['samples']} | {formed} "
             f"| {c['recalls']} ({c['recalls_found']}) | {c['asked']}/{c['samples']} "

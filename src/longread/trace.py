@@ -71,6 +71,9 @@ NOTES_RESTORED = "notes_restored"
 # focused reread: the reread's notes did not restate the question either; the sentences it
 # was shown were put at the head of the memory it left, as the section has them
 FOCUS_QUOTED = "focus_quoted"
+# format stop (rememr1): the reply went on past its closed <update> (or <recall>) with another
+# <update>; generation stopped there and what followed the closing tag was cut
+FORMAT_STOPPED = "format_stopped"
 
 
 @dataclass

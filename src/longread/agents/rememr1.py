@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..citations.focus import LEAST_SHARE, key_terms
@@ -37,7 +37,7 @@ from ..errors import UsageError
 from ..llm.base import LLMBackend, Message
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
-from ..trace import FORMAT_ERROR, NOTES_RESTORED, Recall, Step
+from ..trace import FORMAT_ERROR, FORMAT_STOPPED, NOTES_RESTORED, Recall, Step
 from .answer import keep_memory, memory_text, read_answer
 from .base import AgentBase, CallContext, Document, ProgressCallback, Reading
 from .budget import ChunkPlan, check_fits, plan_chunk
@@ -90,6 +90,12 @@ class ReMemR1Config(SamplingConfig):
     # reply's <recall> stands. sft28q calls a section empty whose needle is glued onto the
     # end of a sentence (niah_single_2 16K, sample 3). One more call where it acts.
     focused_reread: bool = False
+    # A step's reply ends where its format is complete: at a second <update> opening after a
+    # closed <update> or <recall> (``FORMAT_STOPS``), whose closing tag is kept and the rest
+    # cut. sft28q's malformed replies are mostly a valid reply followed by copies of it, or
+    # by new blocks to the cap. Needs a backend that keeps the stop string in the text (the
+    # embedded model, vLLM, SGLang). Off is the paper's: a reply runs to its end or the cap.
+    format_stop: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -156,6 +162,11 @@ def _tag(name: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
 _UPDATE, _UPDATE_OPEN = _tag("update")
 _RECALL, _RECALL_OPEN = _tag("recall")
 _STRAY_TAG = re.compile(r"<\s*/?\s*(?:update|recall)\s*>", re.IGNORECASE)
+# Where a step's reply is complete (``format_stop``): a block closed, then another <update>
+# opened, as the replies that ran on wrote it (directly, or after a space or line breaks).
+FORMAT_STOPS = tuple(
+    f"</{tag}>{gap}<update>" for tag in ("update", "recall") for gap in ("", " ", "\n", "\n\n")
+)
 
 
 @dataclass(frozen=True)
@@ -194,6 +205,15 @@ def parse_step_reply(text: str) -> StepReply:
     if len(recalls) > 1:
         problems.append(f"{len(recalls)} <recall> blocks")
     return StepReply(_last_nonempty(updates), _last_nonempty(recalls), tuple(problems))
+
+
+def cut_at_format_stop(text: str) -> str | None:
+    """``text`` up to the closing tag of the format stop it ends with, or None when it ends
+    with none (the reply ended by itself or at the cap)."""
+    stop = next((stop for stop in FORMAT_STOPS if text.endswith(stop)), None)
+    if stop is None:
+        return None
+    return text[: len(text) - len(stop) + stop.index(">") + 1]
 
 
 def _clean(body: str) -> str:
@@ -280,15 +300,13 @@ async def _step_call(
     question, memory, chunk = prompt.question, prompt.memory, prompt.chunk
     section = chunk.text if shown is None else " ".join(shown)
     messages = step_messages(question, prompt.recalled, memory, section, config.prompts)
+    params = config.params(config.memory_tokens)
+    if config.format_stop:
+        params = replace(params, stop=FORMAT_STOPS, include_stop=True)
     record = await ctx.call(
-        "update",
-        step,
-        messages,
-        config.params(config.memory_tokens),
-        chunk_index=chunk.index,
-        chunk_tokens=chunk.tokens,
+        "update", step, messages, params, chunk_index=chunk.index, chunk_tokens=chunk.tokens
     )
-    reply = parse_step_reply(memory_text(record))
+    reply = parse_step_reply(_reply_text(record, config))
     if not reply.well_formed:
         record.flags.append(FORMAT_ERROR)
     keep_memory(record, reply.update, memory)
@@ -297,6 +315,17 @@ async def _step_call(
     )
     tidy_notes(ctx, config, question, record, key)
     return record, reply
+
+
+def _reply_text(record: Step, config: ReMemR1Config) -> str:
+    """The step's reply as the agent reads it: with ``format_stop``, cut after the closing
+    tag where generation stopped (flagged ``format_stopped``)."""
+    text = memory_text(record)
+    cut = cut_at_format_stop(text) if config.format_stop else None
+    if cut is None:
+        return text
+    record.flags.append(FORMAT_STOPPED)
+    return cut
 
 
 def _writes_history(last: Step, update: str | None) -> bool:

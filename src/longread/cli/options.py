@@ -239,6 +239,11 @@ def agent_options(func: Any) -> Any:
                           "the most of the question's words (at least 60%) and update again "
                           "(one more call), and keep notes restating the question that the "
                           "section's update would lose [off: the papers' memory]."),
+        click.option("--format-stop", type=click.Choice(["on", "off"]), callback=_on_off,
+                     help="rememr1: end a step's reply where its format is complete, at a "
+                          "second <update> after a closed <update> or <recall> (the embedded "
+                          "model, vLLM and SGLang) [off: the paper's, or as the adapter "
+                          "shipped]."),
         click.option("--min-read", type=click.FloatRange(0, 1),
                      help="With --exit-gate or --exit-probe on: the share of the document "
                           "read before an exit is honoured [0]."),
@@ -341,6 +346,7 @@ _READING_WORDS = {
     "exact_copies": ("exact copies", "--exact-copies off"),
     "focused_reread": ("focused rereads", "--focused-reread off"),
     "exit_probe": ("the exit probe", "--exit-probe off"),
+    "format_stop": ("format stops", "--format-stop off"),
 }
 
 

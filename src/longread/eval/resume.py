@@ -37,6 +37,7 @@ AGENT_SETTINGS_ADDED = {
     "question_keys": False,  # stop 57's rereads: another key's needle restated the question
     "keyed_exit": False,  # stop 69's grounded exit: a rival key's needle could ground an exit
     "restated_exit": False,  # and a note sharing one term with the question (stop 70)
+    "format_stop": False,  # rememr1's replies ran to their end or the cap (stop 73)
 }
 
 
@@ -91,7 +92,7 @@ def _check_same(key: str, saved: Any, new: Any, run_dir: Path) -> None:
 # The agent settings ``eval run`` takes as on/off flags (``--exit-probe on``).
 ON_OFF_SETTINGS = frozenset({
     "update_gate", "exit_gate", "gate_instructions", "exit_probe", "grounded_exit",
-    "grounded_notes", "focused_notes", "exact_copies", "focused_reread",
+    "grounded_notes", "focused_notes", "exact_copies", "focused_reread", "format_stop",
 })  # fmt: skip
 
 

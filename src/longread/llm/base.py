@@ -49,6 +49,11 @@ class SamplingParams:
     frequency_penalty: float = 0.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    # Keep the stop string that ended generation at the end of the text, where OpenAI's API
+    # cuts it off: a caller whose stop strings carry a closing tag (rememr1's format stop)
+    # then reads where the reply was cut. The embedded model, vLLM
+    # (``include_stop_str_in_output``) and SGLang (``no_stop_trim``) keep it.
+    include_stop: bool = False
     # Return the prompt ids (after the chat template), the sampled ids and their logprobs: what
     # training needs. Off by default: it costs a little time and a lot of trace space.
     record_tokens: bool = False

@@ -206,7 +206,8 @@ class LlamaCppBackend:
         try:
             if self._lookup_decoding and params.temperature <= 0 and not params.penalised:
                 completion = _record_chat(llama, messages, params, lookup=True)
-            elif params.record_tokens:
+            elif params.record_tokens or params.include_stop:
+                # create_chat_completion cuts every stop string off: our loop keeps it.
                 completion = _record_chat(llama, messages, params)
             else:
                 completion = _plain_chat(llama, messages, params)
@@ -299,17 +300,20 @@ def _plain_chat(llama: Any, messages: list[Message], params: SamplingParams) -> 
 def _record_chat(
     llama: Any, messages: list[Message], params: SamplingParams, *, lookup: bool = False
 ) -> Completion:
-    """A chat completion that also returns the prompt ids, the sampled ids and their logprobs.
+    """A chat completion by our own loop, for what the plain path cannot give: the prompt
+    ids, the sampled ids and their logprobs (``record_tokens``), the stop string kept in the
+    text (``include_stop``), prompt-lookup drafts (``lookup``).
 
     Same prompt, sampler and stopping as the plain path. ``token_ids`` end with the
     end-of-generation token when the model stopped on it (and ``completion_tokens`` counts it,
-    as vLLM does); a stop string trims the text but not the ids, which are what was sampled.
+    as vLLM does); a stop string trims the text (unless ``include_stop`` keeps it) but not
+    the ids, which are what was sampled.
     ``logprobs[i]`` is the log-softmax of the raw logits ``token_ids[i]`` was sampled from
     (temperature 1, before top-k/top-p/min-p). Raises ``ValueError`` as llama-cpp-python does
     when the prompt does not fit the window. ``lookup``: a greedy call decoded with prompt-lookup
-    drafts (``lookup_decoding``); the ids are kept only when ``record_tokens`` asks for them.
+    drafts (``lookup_decoding``).
     """
-    prompt = render_prompt(llama, messages, params.stop)
+    prompt = render_prompt(llama, messages, params.stop, params.include_stop)
     max_tokens = token_cap(int(llama.n_ctx()), len(prompt.ids), params.max_tokens)
     seed_as_create_completion(llama, params.seed)
     if lookup:
@@ -317,23 +321,17 @@ def _record_chat(
     else:
         with spec_sampler(llama, params):
             sampled = _sample(llama, prompt, max_tokens)
-    if lookup and not params.record_tokens:
-        return Completion(
-            text=sampled.text.decode("utf-8", errors="ignore"),
-            finish_reason=sampled.finish_reason,
-            prompt_tokens=len(prompt.ids),
-            completion_tokens=len(sampled.ids) - int(sampled.eog),  # as the plain path counts
-            seconds=0.0,
-        )
+    recorded = params.record_tokens
     return Completion(
         text=sampled.text.decode("utf-8", errors="ignore"),
         finish_reason=sampled.finish_reason,
         prompt_tokens=len(prompt.ids),
-        completion_tokens=len(sampled.ids),
+        # Unrecorded, the end-of-generation id is not counted, as the plain path counts.
+        completion_tokens=len(sampled.ids) - (sampled.eog and not recorded),
         seconds=0.0,
-        token_ids=sampled.ids,
-        logprobs=sampled.logprobs,
-        prompt_ids=prompt.ids,
+        token_ids=sampled.ids if recorded else None,
+        logprobs=sampled.logprobs if recorded else None,
+        prompt_ids=prompt.ids if recorded else None,
     )
 
 

@@ -182,7 +182,8 @@ class BatchScheduler:
         seat = self._free_seats.pop()
         start = time.perf_counter()
         try:
-            prompt = render_prompt(self._llama, call.messages, call.params.stop)
+            params = call.params
+            prompt = render_prompt(self._llama, call.messages, params.stop, params.include_stop)
             max_tokens = token_cap(self._window, len(prompt.ids), call.params.max_tokens)
             # The serial path's seed, then its sampler: same draws for the same call.
             seed_as_create_completion(self._llama, call.params.seed)

@@ -29,6 +29,8 @@ class Prompt:
     ids: list[int]
     stops: list[bytes]
     stopping_criteria: Any  # the chat format's StoppingCriteriaList, or None
+    # The caller's stop strings that stay in the text when they end it (``include_stop``).
+    kept_stops: frozenset[bytes] = frozenset()
 
 
 @dataclass
@@ -137,8 +139,12 @@ def row_logits(ctx: Any, row: int, n_vocab: int) -> Any:
 # -- the prompt ----------------------------------------------------------------------------
 
 
-def render_prompt(llama: Any, messages: list[Message], stop: tuple[str, ...]) -> Prompt:
-    """The token ids ``create_chat_completion`` would feed the model, and its stop strings."""
+def render_prompt(
+    llama: Any, messages: list[Message], stop: tuple[str, ...], include_stop: bool = False
+) -> Prompt:
+    """The token ids ``create_chat_completion`` would feed the model, and its stop strings;
+    ``include_stop``: the caller's ``stop`` strings stay in the text they end (never the chat
+    format's own)."""
     result = chat_formatter(llama)(
         messages=messages, functions=None, function_call=None, tools=None, tool_choice=None
     )
@@ -149,7 +155,9 @@ def render_prompt(llama: Any, messages: list[Message], stop: tuple[str, ...]) ->
     )
     format_stops = [result.stop] if isinstance(result.stop, str) else list(result.stop or [])
     stops = [*stop, *format_stops]  # the handler appends the format's stops to the caller's
-    return Prompt(list(ids), [s.encode("utf-8") for s in stops], result.stopping_criteria)
+    kept = frozenset(s.encode("utf-8") for s in stop) if include_stop else frozenset()
+    encoded = [s.encode("utf-8") for s in stops]
+    return Prompt(list(ids), encoded, result.stopping_criteria, kept)
 
 
 def chat_formatter(llama: Any) -> Any:
@@ -219,9 +227,11 @@ class Stopping:
         if self._held > 0:  # a character is still incomplete: no stop check, no cap check yet
             self._held -= 1
             return None
-        cut = _stop_position(text, self._prompt.stops)
-        if cut is not None:
-            return Sampled(ids, self.logprobs, text[:cut], "stop")
+        found = _stop_found(text, self._prompt.stops)
+        if found is not None:
+            cut, stop = found
+            kept = len(stop) if stop in self._prompt.kept_stops else 0
+            return Sampled(ids, self.logprobs, text[: cut + kept], "stop")
         if len(ids) >= self._max_tokens:
             return Sampled(ids, self.logprobs, text, "length")
         return None
@@ -245,6 +255,7 @@ def _utf8_hold(text: bytes, held: int) -> int:
     return held
 
 
-def _stop_position(text: bytes, stops: list[bytes]) -> int | None:
-    """Where the text is cut: at the first listed stop string it contains (not the earliest)."""
-    return next((text.index(stop) for stop in stops if stop in text), None)
+def _stop_found(text: bytes, stops: list[bytes]) -> tuple[int, bytes] | None:
+    """Where the text is cut, and by which stop string: the first listed one it contains
+    (not the earliest)."""
+    return next(((text.index(stop), stop) for stop in stops if stop in text), None)

@@ -327,6 +327,11 @@ def _request_body(
         body["seed"] = params.seed
     if params.stop:
         body["stop"] = list(params.stop)
+    if params.include_stop:
+        # The stop string stays in the text: vLLM's name, then SGLang's; OpenAI's API has
+        # neither and cuts it off, so a caller relying on it is told to use these servers.
+        body["include_stop_str_in_output"] = True
+        body["no_stop_trim"] = True
     body.update(_sampler_fields(params))
     if params.record_tokens:
         # logprobs: the sampled ids' logprobs (vLLM: raw distribution, before top-p/top-k).
