@@ -3,8 +3,13 @@
 
     .venv/bin/python bench/overhead.py [--prompt-tokens 1024] [--decode-tokens 128] [--repeats 3]
 
-Each repeat uses a fresh prompt (a different leading number) so neither path gets llama.cpp's
-prefix cache, and the two paths alternate going first. Prefill: prompt tokens / seconds of a
+Three paths: llama-cpp-python directly; ``LlamaCppBackend`` (a plain call: llama-cpp-python's
+chat completion); and ``LlamaCppBackend`` with a kept stop string (``include_stop``, as
+rememr1's format stop asks; a string the story never writes), which runs longread's own
+generation loop (``llamacpp_chat.Stopping``, as recording tokens does).
+
+Each repeat uses a fresh prompt (a different leading number) so no path gets llama.cpp's
+prefix cache, and the paths take turns going first. Prefill: prompt tokens / seconds of a
 1-token completion of a long prompt. Decode: completion tokens / seconds of a long generation
 from a short prompt (about 40 tokens, so prefill is a negligible share).
 """
@@ -39,16 +44,26 @@ def direct(llama, messages, max_tokens: int) -> tuple[int, int, float]:
     return usage["prompt_tokens"], usage["completion_tokens"], time.perf_counter() - start
 
 
-async def via_longread(backend, messages, max_tokens: int) -> tuple[int, int, float]:
+# A stop string no reply here writes: the call runs to its cap on longread's own loop.
+UNWRITTEN = "</never-written>"
+
+
+async def via_longread(
+    backend, messages, max_tokens: int, kept_stop: bool = False
+) -> tuple[int, int, float]:
     start = time.perf_counter()
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0)  # as `direct` samples
+    if kept_stop:
+        params = SamplingParams(
+            max_tokens=max_tokens, temperature=0.0, stop=(UNWRITTEN,), include_stop=True
+        )
     completion = await backend.chat(messages, params)
     return completion.prompt_tokens, completion.completion_tokens, time.perf_counter() - start
 
 
 async def measure(args) -> dict[str, dict[str, float]]:
     backend = LlamaCppBackend(quant=args.quant)
-    llama = backend.llama  # the very same loaded model serves both paths
+    llama = backend.llama  # the very same loaded model serves every path
 
     async def call(path: str, messages, max_tokens: int) -> tuple[int, int, float]:
         llama.reset()  # forget the KV cache: every call prefills its whole prompt
@@ -56,13 +71,14 @@ async def measure(args) -> dict[str, dict[str, float]]:
             # On the thread longread computes on: a second thread running llama.cpp would slow
             # both paths 2-4x (see longread.llm.compute_thread), measuring that, not overhead.
             return compute_thread.call(direct, llama, messages, max_tokens)
-        return await via_longread(backend, messages, max_tokens)
+        return await via_longread(backend, messages, max_tokens, kept_stop=path == "kept-stop")
 
     rates: dict[str, dict[str, list[float]]] = {}
     for salt in range(args.repeats):
-        # Alternate which path goes first so cache or frequency effects hit both alike.
-        for path in ("direct", "longread") if salt % 2 == 0 else ("longread", "direct"):
-            salt_id = salt * 2 + (path == "direct")
+        # Rotate which path goes first so cache or frequency effects hit all alike.
+        paths = ("direct", "longread", "kept-stop")
+        for offset, path in enumerate(paths[salt % 3 :] + paths[: salt % 3]):
+            salt_id = salt * 3 + offset
             prompt_tokens, _, prefill_seconds = await call(
                 path, prompt(llama, args.prompt_tokens, salt_id), 1
             )
@@ -89,11 +105,13 @@ def main() -> None:
     print(f"{'path':<10} {'prefill tok/s':>14} {'decode tok/s':>13} {'tokens decoded':>15}")
     for path, r in result.items():
         print(f"{path:<10} {r['prefill']:>14.1f} {r['decode']:>13.1f} {r['generated']:>15.0f}")
-    d, w = result["direct"], result["longread"]
-    print(
-        f"longread/direct: prefill {w['prefill'] / d['prefill']:.3f}, "
-        f"decode {w['decode'] / d['decode']:.3f}"
-    )
+    d = result["direct"]
+    for path in ("longread", "kept-stop"):
+        w = result[path]
+        print(
+            f"{path}/direct: prefill {w['prefill'] / d['prefill']:.3f}, "
+            f"decode {w['decode'] / d['decode']:.3f}"
+        )
 
 
 if __name__ == "__main__":

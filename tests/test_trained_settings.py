@@ -47,8 +47,8 @@ SAID = (
     "32-token final answers, paper prompts; using them, final answers up to 64 tokens (give "
     "--chunk-tokens/--memory-tokens/--final-tokens/--prompt-set to override)\n"
 )
-# ... and the memory options an adapter reads with (rememr1's; the shared one's for another
-# agent than memagent, which has no probe adapter trained for it)
+# ... and the memory options an adapter reads with (the shared one's for another agent than
+# memagent, which has no probe adapter trained for it)
 MEMORY_READS = (
     "longread: the memory adapter reads with grounded notes, focused notes, exact copies and "
     "focused rereads, as it shipped (give --grounded-notes off/--focused-notes off/"
@@ -182,9 +182,17 @@ def test_without_the_adapters_agent_the_agents_own_defaults_hold(
 
 
 # rememr1's shipped adapter reads with the memory options rememr1 has (stop 67), focused
-# rereads included (stop 68): as memagent's shipped adapter does
-REMEMR1_READS = MEMORY_READS.replace("the memory adapter", "rememr1's memory adapter")
-REMEMR1_OPTIONS = ("grounded_notes", "focused_notes", "exact_copies", "focused_reread")
+# rereads included (stop 68), as memagent's shipped adapter does, and with format stops
+# (stop 73), which end its step replies where their format is complete
+REMEMR1_READS = (
+    "longread: rememr1's memory adapter reads with grounded notes, focused notes, exact "
+    "copies, focused rereads and format stops, as it shipped (give --grounded-notes off/"
+    "--focused-notes off/--exact-copies off/--focused-reread off/--format-stop off for the "
+    "papers' reading)\n"
+)
+REMEMR1_OPTIONS = (
+    "grounded_notes", "focused_notes", "exact_copies", "focused_reread", "format_stop"
+)  # fmt: skip
 
 
 def test_rememr1_reads_as_its_own_shipped_adapter_was_trained(model, book, tmp_path):

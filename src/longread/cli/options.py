@@ -20,7 +20,7 @@ from ..agents.registry import AGENTS
 from ..errors import UsageError
 from ..llm.factory import DECISION_CALLS, PROBE_CALLS, BackendSettings
 from ..llm.memory_adapter import MEMORY_ADAPTER_FILE, is_bundled
-from ..llm.trained_settings import TrainedSettings, read_trained_settings
+from ..llm.trained_settings import MEMORY_OPTIONS, TrainedSettings, read_trained_settings
 
 T = TypeVar("T")
 
@@ -457,7 +457,7 @@ def describe_filled(name: str, filled: dict[str, Any], trained: TrainedSettings)
         words = [_READING_WORDS[option][0] for option in shipped]
         said = " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
         flags = "/".join(_READING_WORDS[option][1] for option in shipped)
-        papers = "reading" if "exit_probe" in shipped else "memory"
+        papers = "memory" if set(shipped) <= set(MEMORY_OPTIONS) else "reading"
         lines.append(
             f"{name} reads with {said}, as it shipped (give {flags} for the papers' {papers})"
         )
