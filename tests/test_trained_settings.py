@@ -420,3 +420,6 @@ def test_a_stage_trained_with_a_gate_records_it_for_the_readers():
     agent.options = {"focused_notes": True, "grounded_notes": False}
     assert trained_settings(agent).reads_with == ("focused_notes",)
     assert trained_settings(agent).options() == {**PAPER, "focused_notes": True}
+    # ... and rememr1's format stop: its rollouts' replies ended where their format did
+    agent.name, agent.options = "rememr1", {"format_stop": True}
+    assert trained_settings(agent).reads_with == ("format_stop",)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
-from ..llm.trained_settings import MEMORY_OPTIONS, TrainedSettings, write_trained_settings
+from ..llm.trained_settings import ROLLOUT_OPTIONS, TrainedSettings, write_trained_settings
 from .config import AgentSection, ModelSection
 
 SUPPORTED_ARCHITECTURES = ("llama",)
@@ -130,8 +130,9 @@ def trained_settings(agent: AgentSection) -> TrainedSettings:
         exit_gate=bool(agent.options.get("exit_gate", False)),
         gate_instructions=bool(agent.options.get("gate_instructions", True)),
         exit_probe=bool(agent.options.get("exit_probe", False)),
-        # a memory option rolled out with is read with too: inference as it was trained
-        reads_with=tuple(o for o in MEMORY_OPTIONS if agent.options.get(o)),
+        # a memory option (or rememr1's format stop) rolled out with is read with too:
+        # inference as it was trained
+        reads_with=tuple(o for o in ROLLOUT_OPTIONS if agent.options.get(o)),
     )
 
 
