@@ -320,7 +320,7 @@ def _record_chat(
         sampled = lookup_generate(llama, prompt, Stopping(llama, prompt, max_tokens))
     else:
         with spec_sampler(llama, params):
-            sampled = _sample(llama, prompt, max_tokens)
+            sampled = _sample(llama, prompt, max_tokens, params.record_tokens)
     recorded = params.record_tokens
     return Completion(
         text=sampled.text.decode("utf-8", errors="ignore"),
@@ -335,15 +335,19 @@ def _record_chat(
     )
 
 
-def _sample(llama: Any, prompt: Prompt, max_tokens: int) -> Sampled:
-    """Generate like ``_create_completion``'s loop, keeping every sampled id and its logprob."""
+def _sample(llama: Any, prompt: Prompt, max_tokens: int, record: bool = True) -> Sampled:
+    """Generate like ``_create_completion``'s loop, keeping every sampled id (and, with
+    ``record``, its logprob)."""
     rules = Stopping(llama, prompt, max_tokens)
     # The sampler comes from spec_sampler: generate()'s own knobs are not read.
     tokens = llama.generate(prompt.ids, stopping_criteria=prompt.stopping_criteria)
     for token in tokens:
         # generate() evaluates a token only when resumed, so the context still holds the
         # logits this one was sampled from.
-        done = rules.add(token, sampled_logprob(llama.ctx, -1, llama.n_vocab(), token))
+        # A log-softmax over the vocabulary a token: only where the ids are recorded (a kept
+        # stop string alone needs none), as the batched path does.
+        logprob = sampled_logprob(llama.ctx, -1, llama.n_vocab(), token) if record else 0.0
+        done = rules.add(token, logprob)
         if done is not None:
             return done
     # generate() only runs dry when the chat format's stopping criterion fired.
