@@ -14,7 +14,9 @@
 # with stop 57's rule (issue 26, target 6);
 # CELLS=lookup the shipped reading (probe on) with prompt-lookup decoding on the probe's sets
 # (issue 26, targets 6 and 7: may it be the default?); CELLS=formatstop rememr1 with its shipped
-# adapter and format stops (issue 28: its formats, 95% well formed?);
+# adapter and format stops (issue 28: its formats, 95% well formed?); CELLS=updategate
+# memagent with stage sft29x's update gate, read as shipped with the shipped exit probe, on the
+# probe's sets (issue 29: may the update gate ship?);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -126,7 +128,8 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
   # (--focused-reread on), no-reread (--focused-reread off), rule-STOP (an earlier rule of
   # focused rereads, by recipes/smollm2/earlier_rule.py STOP), max-reread-N (--max-reread N), decide-STAGE
   # (--decision-adapter recipes/smollm2/runs/STAGE/adapter.gguf), lookup (--lookup-decoding),
-  # format-stop (--format-stop on),
+  # format-stop (--format-stop on), keep (--update-gate on), probe-shipped (the exit probe's
+  # calls with memagent's shipped probe adapter: --probe-adapter, for a recipe stage's cells),
   # or several joined by +
   # (section-first+exit-off); the run folder's name ends with HOW
   local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part runner=("$LONGREAD")
@@ -154,6 +157,8 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
       decide-*) flags+=(--decision-adapter "recipes/smollm2/runs/${part#decide-}/adapter.gguf") ;;
       lookup) flags+=(--lookup-decoding) ;;
       format-stop) flags+=(--format-stop on) ;;
+      keep) flags+=(--update-gate on) ;;
+      probe-shipped) flags+=(--probe-adapter src/longread/adapters/smollm2-135m-memagent.gguf) ;;
       *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
     esac
   done
@@ -400,6 +405,27 @@ if want formatstop; then
     # shellcheck disable=SC2086
     cell rememr1 adapter $set_length reread+format-stop
   done
+fi
+# Issue 29 (CELLS=updategate): stage sft29x's update gate (<keep/> where a section adds nothing)
+# may ship only if no results set loses against the shipped default: sft29x's updates read as
+# memagent ships (grounded, focused notes, exact copies, focused rereads) with the shipped exit
+# probe, on the sets CELLS=probe ran, paired with those cells by `longread eval compare`; the
+# longest first (the gate's speed), then the sets where a kept needle costs most. Needs
+# recipes/smollm2/runs/sft29x/adapter.gguf (`.venv/bin/python recipes/smollm2/export_stage.py
+# sft29x` on a fresh clone).
+if want updategate; then
+  how=keep+notes+focused+exact+reread+probe-on+grounded+probe-shipped
+  for set_length in "ruler_niah_single_2 32768" "ruler_niah_single_2 8192" \
+    "ruler_niah_single_2 16384" "hotpotqa 8192" "ruler_niah_single_3 16384" \
+    "ruler_niah_multikey_2 8192" "chains_reversed_same 8192" "hotpotqa 16384" \
+    "ruler_niah_single_3 8192" "hotpotqa 2048" "ruler_niah_single_2 2048" \
+    "ruler_niah_single_3 2048"; do
+    # shellcheck disable=SC2086
+    cell memagent sft29x $set_length "$how"
+  done
+  for set in "${HELD_OUT_CELLS[@]}"; do cell memagent sft29x "$set" 8192 "$how"; done
+  cell memagent sft29x ruler_niah_single_2 8192 "section-first+$how"
+  cell memagent sft29x ruler_niah_single_2 65536 "$how"
 fi
 trap - EXIT
 record_session
