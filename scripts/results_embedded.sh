@@ -16,7 +16,8 @@
 # (issue 26, targets 6 and 7: may it be the default?); CELLS=formatstop rememr1 with its shipped
 # adapter and format stops (issue 28: its formats, 95% well formed?); CELLS=updategate
 # memagent with stage sft29x's update gate, read as shipped with the shipped exit probe, on the
-# probe's sets (issue 29: may the update gate ship?);
+# probe's sets (issue 29: may the update gate ship?); CELLS=loopstop rememr1 as shipped with
+# and without loop stops (issue 28: the decoding a looping reply wastes);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -128,7 +129,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
   # (--focused-reread on), no-reread (--focused-reread off), rule-STOP (an earlier rule of
   # focused rereads, by recipes/smollm2/earlier_rule.py STOP), max-reread-N (--max-reread N), decide-STAGE
   # (--decision-adapter recipes/smollm2/runs/STAGE/adapter.gguf), lookup (--lookup-decoding),
-  # format-stop (--format-stop on), keep (--update-gate on), probe-shipped (the exit probe's
+  # format-stop (--format-stop on), loop-stop (--loop-stop on), keep (--update-gate on), probe-shipped (the exit probe's
   # calls with memagent's shipped probe adapter: --probe-adapter, for a recipe stage's cells),
   # or several joined by +
   # (section-first+exit-off); the run folder's name ends with HOW
@@ -157,6 +158,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
       decide-*) flags+=(--decision-adapter "recipes/smollm2/runs/${part#decide-}/adapter.gguf") ;;
       lookup) flags+=(--lookup-decoding) ;;
       format-stop) flags+=(--format-stop on) ;;
+      loop-stop) flags+=(--loop-stop on) ;;
       keep) flags+=(--update-gate on) ;;
       probe-shipped) flags+=(--probe-adapter src/longread/adapters/smollm2-135m-memagent.gguf) ;;
       *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
@@ -426,6 +428,18 @@ if want updategate; then
   for set in "${HELD_OUT_CELLS[@]}"; do cell memagent sft29x "$set" 8192 "$how"; done
   cell memagent sft29x ruler_niah_single_2 8192 "section-first+$how"
   cell memagent sft29x ruler_niah_single_2 65536 "$how"
+fi
+# Issue 28 (CELLS=loopstop): rememr1 read as shipped (format stops included), with loop stops
+# (--loop-stop on: a step's reply ends where it falls into a loop) and without, one pair per set
+# on one machine, so that seconds compare; the held-out wordings first, where the loops are
+# (stop 74's replay of the stop-68 runs: 59% of locker's decoded tokens, 30% of van's).
+if want loopstop; then
+  for set_length in "unseen-locker 8192" "unseen-van 8192" "hotpotqa 8192"; do
+    for how in format-stop format-stop+loop-stop; do
+      # shellcheck disable=SC2086
+      cell rememr1 adapter $set_length "$how"
+    done
+  done
 fi
 trap - EXIT
 record_session

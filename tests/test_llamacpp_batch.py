@@ -27,8 +27,8 @@ def ask(content: str) -> list[Message]:
 
 
 # Calls that end in different ways: on <|im_end|>, on the token cap, on a stop string (cut or
-# kept); one
-# sampled with a seed. More calls than seats, so one waits for a freed sequence.
+# kept), on a loop (the model as released writes "a" to the cap); one sampled with a seed.
+# More calls than seats, so one waits for a freed sequence.
 CALLS: list[tuple[list[Message], SamplingParams]] = [
     (ask("What is the capital of France? Answer with one word."), SamplingParams(max_tokens=24)),
     (ask("Write one sentence about the sea."), SamplingParams(max_tokens=9)),
@@ -36,6 +36,11 @@ CALLS: list[tuple[list[Message], SamplingParams]] = [
     # the stop string kept in the text (rememr1's format stop)
     (ask("Name two fruits."), SamplingParams(max_tokens=40, stop=(" apple",), include_stop=True)),
     (ask("Tell me about dogs."), SamplingParams(max_tokens=30, temperature=0.8, seed=7)),
+    # rememr1's loop stop
+    (
+        ask("Write the letter a 300 times: " + "a" * 36),
+        SamplingParams(max_tokens=120, loop_stop=True),
+    ),
 ]
 PARALLEL = 3
 
@@ -88,7 +93,14 @@ def test_concurrent_calls_get_what_the_serial_path_gives_each(
     calls = [(m, recorded(p) if record else p) for m, p in CALLS]
     expected = one_at_a_time(serial, calls)
     got = all_at_once(batched, calls)
-    assert [c.finish_reason for c in expected] == ["stop", "length", "stop", "stop", "length"]
+    assert [c.finish_reason for c in expected] == [
+        "stop",
+        "length",
+        "stop",
+        "stop",
+        "length",
+        "loop",
+    ]
     assert expected[3].text.endswith(" apple")  # the kept stop string
     for want, have in zip(expected, got, strict=True):
         assert (have.text, have.finish_reason) == (want.text, want.finish_reason)
@@ -116,11 +128,12 @@ def test_recorded_ids_spell_the_text(batched: LlamaCppBackend) -> None:
         spelled = llama.detokenize(completion.token_ids, completion.prompt_ids).decode()
         if completion.finish_reason == "length":
             assert spelled == completion.text
-        else:  # cut at a stop string (or kept to its end), or ended on <|im_end|> (spelled "")
+        else:  # cut at a stop string (or kept to its end) or a loop, or ended on <|im_end|>
             assert spelled.startswith(completion.text)
             ended_on_eos = completion.token_ids[-1] == llama.token_eos()
             kept_stop = spelled == completion.text and completion.text.endswith(" apple")
-            assert len(spelled) > len(completion.text) or ended_on_eos or kept_stop
+            looped = completion.finish_reason == "loop"  # cut inside its last token, or after
+            assert len(spelled) > len(completion.text) or ended_on_eos or kept_stop or looped
 
 
 @pytest.mark.model

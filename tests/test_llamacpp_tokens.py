@@ -18,6 +18,7 @@ import pytest
 from longread.errors import BudgetError
 from longread.llm.base import Completion, Message, SamplingParams
 from longread.llm.llamacpp import LlamaCppBackend
+from longread.llm.loops import cut_loop
 
 pytestmark = pytest.mark.model
 
@@ -194,6 +195,26 @@ def test_a_kept_stop_string_ends_the_text_where_the_model_wrote_it(
     assert kept.completion_tokens == len(
         chat(backend, record_tokens=True, stop=("Paris",)).token_ids or []
     )
+
+
+# A prompt SmolLM2-135M as released answers by writing "a" to the cap.
+LOOPING_MESSAGES: list[Message] = [
+    {"role": "user", "content": "Write the letter a 300 times: " + "a" * 36}
+]
+
+
+def test_a_loop_stop_ends_the_reply_where_its_loop_became_certain(
+    backend: LlamaCppBackend,
+) -> None:
+    # rememr1's loop stop: the greedy reply as it would run to the cap, cut where
+    # llm/loops.py cuts a server's whole reply; fewer tokens decoded
+    to_the_cap = chat(backend, LOOPING_MESSAGES, max_tokens=120)
+    stopped = chat(backend, LOOPING_MESSAGES, max_tokens=120, loop_stop=True)
+    assert to_the_cap.finish_reason == "length"
+    assert stopped.finish_reason == "loop" and stopped.text == cut_loop(to_the_cap.text)
+    assert stopped.completion_tokens < to_the_cap.completion_tokens
+    # a reply that does not loop ends as it would have
+    assert chat(backend, loop_stop=True).text == chat(backend).text
 
 
 def test_prompt_over_the_window_is_a_budget_error(backend: LlamaCppBackend) -> None:

@@ -13,6 +13,7 @@ import pytest
 from longread.errors import BackendError, UsageError
 from longread.llm import openai as openai_module
 from longread.llm.base import Completion, LLMBackend, Message, SamplingParams
+from longread.llm.loops import cut_loop
 from longread.llm.openai import OpenAIBackend, check_prompt_truncation
 
 from .fake_openai_server import (
@@ -116,6 +117,23 @@ async def test_a_kept_stop_string_is_asked_under_vllm_and_sglang_names(
     body = server.requests_to(CHAT)[0].body
     assert body["stop"] == ["</update><update>"]
     assert (body["include_stop_str_in_output"], body["no_stop_trim"]) == (True, True)
+
+
+async def test_a_reply_that_looped_to_the_cap_is_cut_where_the_embedded_model_stops(
+    server: FakeOpenAIServer,
+) -> None:
+    # no server stops on a loop: the reply is cut when it comes back, to the same text
+    looped = "<update>The locker" + "_finally" * 40
+    server.script(CHAT, Reply(body=completion_body(looped, finish_reason="length")))
+    server.script(CHAT, Reply(body=completion_body(looped, finish_reason="length")))
+    async with make_backend(server) as backend:
+        cut = await chat(backend, SamplingParams(loop_stop=True))
+        whole = await chat(backend)
+    assert cut.finish_reason == "loop" and cut.text == cut_loop(looped)
+    assert len(cut.text) < len(looped) and looped.startswith(cut.text)
+    assert (whole.text, whole.finish_reason) == (looped, "length")  # not asked: untouched
+    # nothing is sent for it: the servers have no such field
+    assert server.requests_to(CHAT)[0].body == server.requests_to(CHAT)[1].body
 
 
 async def test_null_content_and_missing_usage_do_not_crash(server: FakeOpenAIServer) -> None:

@@ -19,6 +19,7 @@ from longread.trace import (
     FOCUSED_REREAD,
     FORMAT_ERROR,
     FORMAT_STOPPED,
+    LOOP_STOPPED,
     MEMORY_TRUNCATED,
     NO_BOXED_ANSWER,
     NOTES_UNGROUNDED,
@@ -231,6 +232,30 @@ async def test_format_stop_leaves_a_reply_that_ended_by_itself_alone():
     backend = ScriptedBackend(["<update>Ann wrote it.</update>", "\\boxed{Ann}"])
     run = await agent_for(backend, format_stop=True).run("Who wrote it?", chunks("a"))
     assert run.steps[0].memory == "Ann wrote it." and not run.steps[0].flags
+
+
+# What a backend with loop stops returns for a reply that fell into a loop inside its block.
+LOOPED = "<update>The locker" + "_finally" * 22
+
+
+async def test_loop_stop_asks_for_it_and_flags_a_reply_it_ended():
+    backend = ScriptedBackend(
+        [update("Ann wrote it."), LOOPED, "\\boxed{Ann}"], finish_reasons=["stop", "loop"]
+    )
+    run = await agent_for(backend, loop_stop=True).run("Who wrote it?", chunks("a", "b"))
+    first, looped = run.steps[:2]
+    assert LOOP_STOPPED not in first.flags
+    # the unclosed block is malformed, as at the cap: the memory stays
+    assert LOOP_STOPPED in looped.flags and FORMAT_ERROR in looped.flags
+    assert looped.memory == "Ann wrote it."
+    (_, step_params), _, (_, final_params) = backend.requests
+    assert step_params.loop_stop and not final_params.loop_stop  # step replies only
+
+
+async def test_without_loop_stop_no_call_asks_for_it():
+    backend = ScriptedBackend([update("Ann wrote it."), "\\boxed{Ann}"])
+    await agent_for(backend).run("Who wrote it?", chunks("a"))
+    assert not any(params.loop_stop for _, params in backend.requests)
 
 
 async def test_tags_in_other_case_and_spanning_lines_are_read():

@@ -527,9 +527,10 @@ def agreement(model, quant: str, adapter: Path) -> dict[str, float]:
 
 def _chat_prompt_ids(backend: LlamaCppBackend) -> list[int]:
     """The chat prompt as llama.cpp tokenises it; both models read these same ids."""
+    from longread.llm.base import SamplingParams
     from longread.llm.llamacpp_chat import render_prompt
 
-    return render_prompt(backend.llama, PROMPT, ()).ids
+    return render_prompt(backend.llama, PROMPT, SamplingParams()).ids
 
 
 @pytest.mark.model

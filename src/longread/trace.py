@@ -74,6 +74,9 @@ FOCUS_QUOTED = "focus_quoted"
 # format stop (rememr1): the reply went on past its closed <update> (or <recall>) with another
 # <update>; generation stopped there and what followed the closing tag was cut
 FORMAT_STOPPED = "format_stopped"
+# loop stop (rememr1): the reply's tail had become one short block written again and again
+# (``llm/loops.py``); generation stopped there instead of at the token cap
+LOOP_STOPPED = "loop_stopped"
 
 
 @dataclass

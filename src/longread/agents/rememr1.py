@@ -37,7 +37,7 @@ from ..errors import UsageError
 from ..llm.base import LLMBackend, Message
 from ..text.chunking import Chunk
 from ..text.tokenizer import Tokenizer
-from ..trace import FORMAT_ERROR, FORMAT_STOPPED, NOTES_RESTORED, Recall, Step
+from ..trace import FORMAT_ERROR, FORMAT_STOPPED, LOOP_STOPPED, NOTES_RESTORED, Recall, Step
 from .answer import keep_memory, memory_text, read_answer
 from .base import AgentBase, CallContext, Document, ProgressCallback, Reading
 from .budget import ChunkPlan, check_fits, plan_chunk
@@ -96,6 +96,12 @@ class ReMemR1Config(SamplingConfig):
     # by new blocks to the cap. Needs a backend that keeps the stop string in the text (the
     # embedded model, vLLM, SGLang). Off is the paper's: a reply runs to its end or the cap.
     format_stop: bool = False
+    # A step's reply ends where it falls into a loop (one short block written again and
+    # again, ``llm/loops.py``; flagged ``loop_stopped``) instead of at the cap. On held-out
+    # wordings sft28q writes such loops in half its replies (``locker_expr_finally_finally``),
+    # and in every one recorded the reply reads the same cut there (the same <update>, the
+    # same <recall>, malformed or not): only the decoding is saved. Off is the paper's.
+    loop_stop: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -303,9 +309,13 @@ async def _step_call(
     params = config.params(config.memory_tokens)
     if config.format_stop:
         params = replace(params, stop=FORMAT_STOPS, include_stop=True)
+    if config.loop_stop:
+        params = replace(params, loop_stop=True)
     record = await ctx.call(
         "update", step, messages, params, chunk_index=chunk.index, chunk_tokens=chunk.tokens
     )
+    if record.finish_reason == "loop":
+        record.flags.append(LOOP_STOPPED)
     reply = parse_step_reply(_reply_text(record, config))
     if not reply.well_formed:
         record.flags.append(FORMAT_ERROR)

@@ -244,6 +244,12 @@ def agent_options(func: Any) -> Any:
                           "second <update> after a closed <update> or <recall> (the embedded "
                           "model, vLLM and SGLang) [off: the paper's, or as the adapter "
                           "shipped]."),
+        click.option("--loop-stop", type=click.Choice(["on", "off"]), callback=_on_off,
+                     help="rememr1: end a step's reply where it falls into a loop (its last "
+                          "160 bytes one block of up to 64 written again and again) instead "
+                          "of at the token cap; the embedded model stops decoding there, a "
+                          "server's reply is cut there [off: the paper's, or as the adapter "
+                          "shipped]."),
         click.option("--min-read", type=click.FloatRange(0, 1),
                      help="With --exit-gate or --exit-probe on: the share of the document "
                           "read before an exit is honoured [0]."),
@@ -347,6 +353,7 @@ _READING_WORDS = {
     "focused_reread": ("focused rereads", "--focused-reread off"),
     "exit_probe": ("the exit probe", "--exit-probe off"),
     "format_stop": ("format stops", "--format-stop off"),
+    "loop_stop": ("loop stops", "--loop-stop off"),
 }
 
 

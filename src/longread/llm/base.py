@@ -54,6 +54,11 @@ class SamplingParams:
     # then reads where the reply was cut. The embedded model, vLLM
     # (``include_stop_str_in_output``) and SGLang (``no_stop_trim``) keep it.
     include_stop: bool = False
+    # End a reply whose tail has become one short block written again and again
+    # (``llm/loops.py``), with finish_reason "loop", the text kept through the byte that made the
+    # loop certain. The embedded model stops decoding there; a server's reply is cut the same
+    # way when it comes back (the same text, none of the time saved).
+    loop_stop: bool = False
     # Return the prompt ids (after the chat template), the sampled ids and their logprobs: what
     # training needs. Off by default: it costs a little time and a lot of trace space.
     record_tokens: bool = False
@@ -90,7 +95,8 @@ class Completion:
     """What one chat call produced, with the usage needed for cost accounting and RL."""
 
     text: str
-    finish_reason: str  # "stop", "length", or whatever the server said
+    # "stop", "length", "loop" (``SamplingParams.loop_stop`` ended it), or what the server said
+    finish_reason: str
     prompt_tokens: int
     completion_tokens: int
     seconds: float

@@ -206,8 +206,9 @@ class LlamaCppBackend:
         try:
             if self._lookup_decoding and params.temperature <= 0 and not params.penalised:
                 completion = _record_chat(llama, messages, params, lookup=True)
-            elif params.record_tokens or params.include_stop:
-                # create_chat_completion cuts every stop string off: our loop keeps it.
+            elif params.record_tokens or params.include_stop or params.loop_stop:
+                # create_chat_completion cuts every stop string off and cannot stop on a
+                # loop: our loop does both.
                 completion = _record_chat(llama, messages, params)
             else:
                 completion = _plain_chat(llama, messages, params)
@@ -302,7 +303,7 @@ def _record_chat(
 ) -> Completion:
     """A chat completion by our own loop, for what the plain path cannot give: the prompt
     ids, the sampled ids and their logprobs (``record_tokens``), the stop string kept in the
-    text (``include_stop``), prompt-lookup drafts (``lookup``).
+    text (``include_stop``), a stop on a loop (``loop_stop``), prompt-lookup drafts (``lookup``).
 
     Same prompt, sampler and stopping as the plain path. ``token_ids`` end with the
     end-of-generation token when the model stopped on it (and ``completion_tokens`` counts it,
@@ -313,7 +314,7 @@ def _record_chat(
     when the prompt does not fit the window. ``lookup``: a greedy call decoded with prompt-lookup
     drafts (``lookup_decoding``).
     """
-    prompt = render_prompt(llama, messages, params.stop, params.include_stop)
+    prompt = render_prompt(llama, messages, params)
     max_tokens = token_cap(int(llama.n_ctx()), len(prompt.ids), params.max_tokens)
     seed_as_create_completion(llama, params.seed)
     if lookup:

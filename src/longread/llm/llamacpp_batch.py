@@ -183,7 +183,7 @@ class BatchScheduler:
         start = time.perf_counter()
         try:
             params = call.params
-            prompt = render_prompt(self._llama, call.messages, params.stop, params.include_stop)
+            prompt = render_prompt(self._llama, call.messages, params)
             max_tokens = token_cap(self._window, len(prompt.ids), call.params.max_tokens)
             # The serial path's seed, then its sampler: same draws for the same call.
             seed_as_create_completion(self._llama, call.params.seed)

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import BackendError, BudgetError
 from .base import Message, SamplingParams
+from .loops import LoopWatch
 
 
 @dataclass
@@ -31,6 +32,8 @@ class Prompt:
     stopping_criteria: Any  # the chat format's StoppingCriteriaList, or None
     # The caller's stop strings that stay in the text when they end it (``include_stop``).
     kept_stops: frozenset[bytes] = frozenset()
+    # End the reply where it falls into a loop (``SamplingParams.loop_stop``).
+    loop_stop: bool = False
 
 
 @dataclass
@@ -139,12 +142,10 @@ def row_logits(ctx: Any, row: int, n_vocab: int) -> Any:
 # -- the prompt ----------------------------------------------------------------------------
 
 
-def render_prompt(
-    llama: Any, messages: list[Message], stop: tuple[str, ...], include_stop: bool = False
-) -> Prompt:
-    """The token ids ``create_chat_completion`` would feed the model, and its stop strings;
-    ``include_stop``: the caller's ``stop`` strings stay in the text they end (never the chat
-    format's own)."""
+def render_prompt(llama: Any, messages: list[Message], params: SamplingParams) -> Prompt:
+    """The token ids ``create_chat_completion`` would feed the model, and its stop strings
+    (``params.stop``); with ``params.include_stop`` the caller's stop strings stay in the text
+    they end (never the chat format's own); ``params.loop_stop`` ends a reply in a loop."""
     result = chat_formatter(llama)(
         messages=messages, functions=None, function_call=None, tools=None, tool_choice=None
     )
@@ -154,10 +155,11 @@ def render_prompt(
         result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True
     )
     format_stops = [result.stop] if isinstance(result.stop, str) else list(result.stop or [])
+    stop = params.stop
     stops = [*stop, *format_stops]  # the handler appends the format's stops to the caller's
-    kept = frozenset(s.encode("utf-8") for s in stop) if include_stop else frozenset()
+    kept = frozenset(s.encode("utf-8") for s in stop) if params.include_stop else frozenset()
     encoded = [s.encode("utf-8") for s in stops]
-    return Prompt(list(ids), encoded, result.stopping_criteria, kept)
+    return Prompt(list(ids), encoded, result.stopping_criteria, kept, params.loop_stop)
 
 
 def chat_formatter(llama: Any) -> Any:
@@ -197,9 +199,10 @@ def token_cap(window: int, prompt_tokens: int, max_tokens: int) -> int:
 class Stopping:
     """``_create_completion``'s stopping rules, fed one sampled id at a time.
 
-    End-of-generation, stop strings (checked only once no UTF-8 character is incomplete), the
-    token cap: shared by the serial loop and the batched one, so both stop at the same token
-    with the same text.
+    End-of-generation, stop strings (checked only once no UTF-8 character is incomplete), a
+    loop (``Prompt.loop_stop``: finish_reason "loop", the text kept through the byte that made
+    it certain, as ``loops.loop_end`` cuts a whole reply), the token cap: shared by the serial
+    loop and the batched one, so both stop at the same token with the same text.
     """
 
     def __init__(self, llama: Any, prompt: Prompt, max_tokens: int) -> None:
@@ -211,6 +214,8 @@ class Stopping:
         self._prompt = prompt
         self._max_tokens = max_tokens
         self._held = 0
+        self._loops = LoopWatch() if prompt.loop_stop else None
+        self._watched = 0  # bytes of the text the loop watch has read
         self.ids: list[int] = []
         self.logprobs: list[float] = []
 
@@ -232,6 +237,11 @@ class Stopping:
             cut, stop = found
             kept = len(stop) if stop in self._prompt.kept_stops else 0
             return Sampled(ids, self.logprobs, text[: cut + kept], "stop")
+        if self._loops is not None:
+            end = self._loops.feed(text[self._watched :])
+            self._watched = len(text)
+            if end is not None:
+                return Sampled(ids, self.logprobs, text[:end], "loop")
         if len(ids) >= self._max_tokens:
             return Sampled(ids, self.logprobs, text, "length")
         return None

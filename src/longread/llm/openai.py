@@ -31,6 +31,7 @@ from tenacity import (
 
 from ..errors import BackendError, UsageError
 from .base import Completion, Message, SamplingParams, check_prompt_truncation
+from .loops import stop_at_loop
 
 __all__ = ["OpenAIBackend", "check_prompt_truncation"]
 
@@ -139,6 +140,10 @@ class OpenAIBackend:
         )
         if params.record_tokens and completion.prompt_ids is None:
             self._warn_no_prompt_ids(url)
+        if params.loop_stop:
+            # No server stops on a loop: the reply came to its end or the cap, and is cut
+            # where the embedded model would have stopped (the same text, no time saved).
+            stop_at_loop(completion)
         return completion
 
     async def aclose(self) -> None:

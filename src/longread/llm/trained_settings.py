@@ -30,7 +30,9 @@ MEMORY_OPTIONS = ("grounded_notes", "focused_notes", "exact_copies", "focused_re
 # ... and rememr1's format stop: where a step's reply ends, not how its notes are kept.
 # A stage that rolled out with one of these records it to be read with (train/export.py).
 ROLLOUT_OPTIONS = (*MEMORY_OPTIONS, "format_stop")
-READING_OPTIONS = (*ROLLOUT_OPTIONS, "exit_probe")
+# ... and rememr1's loop stop, which leaves every reply reading as it did (an inference saving,
+# never rolled out).
+READING_OPTIONS = (*ROLLOUT_OPTIONS, "exit_probe", "loop_stop")
 # The least final-answer cap a run reads with. The shipped stages trained with 32-token answers
 # (numbers and names), but a UUID in \boxed{} is 38 SmolLM2 tokens: read with 32, every
 # niah_single_3 answer was cut (sft29q: 0 of 20 at 2K, the full UUID in its notes).
