@@ -183,15 +183,17 @@ def test_without_the_adapters_agent_the_agents_own_defaults_hold(
 
 # rememr1's shipped adapter reads with the memory options rememr1 has (stop 67), focused
 # rereads included (stop 68), as memagent's shipped adapter does, and with format stops
-# (stop 73), which end its step replies where their format is complete
+# (stop 73), which end its step replies where their format is complete, and loop stops (stop
+# 74), which end them where they fall into a loop
 REMEMR1_READS = (
     "longread: rememr1's memory adapter reads with grounded notes, focused notes, exact "
-    "copies, focused rereads and format stops, as it shipped (give --grounded-notes off/"
-    "--focused-notes off/--exact-copies off/--focused-reread off/--format-stop off for the "
-    "papers' reading)\n"
+    "copies, focused rereads, format stops and loop stops, as it shipped (give "
+    "--grounded-notes off/--focused-notes off/--exact-copies off/--focused-reread off/"
+    "--format-stop off/--loop-stop off for the papers' reading)\n"
 )
 REMEMR1_OPTIONS = (
-    "grounded_notes", "focused_notes", "exact_copies", "focused_reread", "format_stop"
+    "grounded_notes", "focused_notes", "exact_copies", "focused_reread", "format_stop",
+    "loop_stop",
 )  # fmt: skip
 
 
