@@ -158,14 +158,16 @@ def test_a_reply_with_cut_drafts_is_the_greedy_one(
     rows = reference_rows(backend.model_path, reply.prompt_ids, reply.token_ids)
     ids = np.array(reply.token_ids)
     ordered = np.sort(rows, axis=1)
-    clear = ordered[:, -1] - ordered[:, -2] > 0.1  # not a near-tie that rounding may flip
-    assert clear.mean() > 0.8
+    # not a near-tie that rounding may flip: the batched kernels moved a margin of 0.39 nats
+    # on an AVX2-only CPU (stop 74; 0.1 held on an AVX512 one)
+    clear = ordered[:, -1] - ordered[:, -2] > 0.5
+    assert clear.mean() > 0.7
     assert (rows.argmax(axis=1)[clear] == ids[clear]).all()
     # The logprobs come from rows whose KV cache held exactly the kept ids: a rejected draft
     # left behind would move them far more than the batched kernels' rounding (up to 0.07
-    # nats here, most rows within 0.01).
+    # nats on an AVX512 CPU, 0.24 on an AVX2-only one; most rows within 0.01).
     gaps = np.abs(np.array(reply.logprobs) - rows[np.arange(len(ids)), ids])
-    assert gaps.max() < 0.2
+    assert gaps.max() < 0.4
     assert np.median(gaps) < 0.02
 
 
@@ -179,9 +181,15 @@ def test_the_cache_record_holds_what_was_kept(backend: LlamaCppBackend) -> None:
     # Every reply id but possibly the last was read; nothing drafted beyond them is recorded.
     assert len(read) - 1 <= llama.n_tokens <= len(read)
     assert llama.input_ids[: llama.n_tokens].tolist() == read[: llama.n_tokens]
-    # The next call reuses that cache and still reads as a call from an empty one reads.
+    # The next call reuses that cache and still reads as a call from an empty one reads, up to
+    # the kernels' rounding at a near-tie (a prompt read in two pieces runs other kernels: on
+    # an AVX2-only CPU the last word differed); a draft left in the cache would derail it early.
     again = chat(backend, ANSWER)
-    assert again.text == reply.text
+    shared = next(
+        (i for i, (a, b) in enumerate(zip(again.text, reply.text, strict=False)) if a != b),
+        min(len(again.text), len(reply.text)),
+    )
+    assert shared >= 0.8 * len(reply.text)
 
 
 @pytest.mark.model
