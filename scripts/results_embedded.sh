@@ -17,7 +17,8 @@
 # adapter and format stops (issue 28: its formats, 95% well formed?); CELLS=updategate
 # memagent with stage sft29x's update gate, read as shipped with the shipped exit probe, on the
 # probe's sets (issue 29: may the update gate ship?); CELLS=loopstop rememr1 as shipped with
-# and without loop stops (issue 28: the decoding a looping reply wastes);
+# and without loop stops (issue 28: the decoding a looping reply wastes); CELLS=grammar rememr1
+# as shipped with its format's grammar (issue 28: replies well formed on held-out wordings?);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -129,7 +130,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
   # (--focused-reread on), no-reread (--focused-reread off), rule-STOP (an earlier rule of
   # focused rereads, by recipes/smollm2/earlier_rule.py STOP), max-reread-N (--max-reread N), decide-STAGE
   # (--decision-adapter recipes/smollm2/runs/STAGE/adapter.gguf), lookup (--lookup-decoding),
-  # format-stop (--format-stop on), loop-stop (--loop-stop on), keep (--update-gate on), probe-shipped (the exit probe's
+  # format-stop (--format-stop on), loop-stop (--loop-stop on), grammar (--format-grammar on), keep (--update-gate on), probe-shipped (the exit probe's
   # calls with memagent's shipped probe adapter: --probe-adapter, for a recipe stage's cells),
   # or several joined by +
   # (section-first+exit-off); the run folder's name ends with HOW
@@ -159,6 +160,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
       lookup) flags+=(--lookup-decoding) ;;
       format-stop) flags+=(--format-stop on) ;;
       loop-stop) flags+=(--loop-stop on) ;;
+      grammar) flags+=(--format-grammar on) ;;
       keep) flags+=(--update-gate on) ;;
       probe-shipped) flags+=(--probe-adapter src/longread/adapters/smollm2-135m-memagent.gguf) ;;
       *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
@@ -439,6 +441,18 @@ if want loopstop; then
       # shellcheck disable=SC2086
       cell rememr1 adapter $set_length "$how"
     done
+  done
+fi
+# Issue 28 (CELLS=grammar): rememr1 read as shipped (format and loop stops) with its step
+# replies decoded under their format's grammar (--format-grammar on), paired (`longread eval
+# compare`; agent_formats.py for the share well formed) with the cells read as shipped without
+# it: CELLS=loopstop's (locker, van) and CELLS=formatstop's (loop stops change no reply's
+# reading: stop 74's replay). The held-out wordings first, where the format breaks.
+if want grammar; then
+  for set_length in "unseen-locker 8192" "unseen-van 8192" "hotpotqa 8192" \
+    "chains_reversed_same 8192" "ruler_niah_single_2 8192"; do
+    # shellcheck disable=SC2086
+    cell rememr1 adapter $set_length format-stop+loop-stop+grammar
   done
 fi
 trap - EXIT

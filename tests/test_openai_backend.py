@@ -119,6 +119,22 @@ async def test_a_kept_stop_string_is_asked_under_vllm_and_sglang_names(
     assert (body["include_stop_str_in_output"], body["no_stop_trim"]) == (True, True)
 
 
+async def test_a_grammar_is_sent_under_llama_cpp_vllm_and_sglang_names(
+    server: FakeOpenAIServer,
+) -> None:
+    # rememr1's --format-grammar through a server: each reads its own field
+    grammar = 'root ::= "yes" | "no"\n'
+    server.script(CHAT, Reply(body=completion_body()))
+    server.script(CHAT, Reply(body=completion_body()))
+    async with make_backend(server) as backend:
+        await chat(backend, SamplingParams(grammar=grammar))
+        await chat(backend)
+    constrained, free = (request.body for request in server.requests_to(CHAT))
+    assert constrained["grammar"] == constrained["ebnf"] == grammar
+    assert constrained["structured_outputs"] == {"grammar": grammar}
+    assert not {"grammar", "ebnf", "structured_outputs"} & set(free)  # OpenAI's API refuses them
+
+
 async def test_a_reply_that_looped_to_the_cap_is_cut_where_the_embedded_model_stops(
     server: FakeOpenAIServer,
 ) -> None:

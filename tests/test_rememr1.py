@@ -12,6 +12,7 @@ from longread.agents.rememr1 import (
     ReMemR1,
     ReMemR1Config,
     parse_step_reply,
+    step_grammar,
 )
 from longread.errors import UsageError
 from longread.trace import (
@@ -256,6 +257,23 @@ async def test_without_loop_stop_no_call_asks_for_it():
     backend = ScriptedBackend([update("Ann wrote it."), "\\boxed{Ann}"])
     await agent_for(backend).run("Who wrote it?", chunks("a"))
     assert not any(params.loop_stop for _, params in backend.requests)
+
+
+async def test_format_grammar_is_asked_for_step_replies_only():
+    backend = ScriptedBackend([update("Ann wrote it."), "\\boxed{Ann}"])
+    config = {"format_grammar": True, "format_stop": True}
+    run = await agent_for(backend, **config).run("Who wrote it?", chunks("a"))
+    assert run.steps[0].memory == "Ann wrote it."
+    (_, step_params), (_, final_params) = backend.requests
+    # with format stops, the grammar that lets the stop's second <update> open
+    assert step_params.grammar == step_grammar(format_stop=True)
+    assert final_params.grammar is None  # the answer is not a step reply
+
+
+async def test_without_format_grammar_no_call_is_constrained():
+    backend = ScriptedBackend([update("Ann wrote it."), "\\boxed{Ann}"])
+    await agent_for(backend, format_stop=True).run("Who wrote it?", chunks("a"))
+    assert all(params.grammar is None for _, params in backend.requests)
 
 
 async def test_tags_in_other_case_and_spanning_lines_are_read():

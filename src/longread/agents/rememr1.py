@@ -102,6 +102,14 @@ class ReMemR1Config(SamplingConfig):
     # and in every one recorded the reply reads the same cut there (the same <update>, the
     # same <recall>, malformed or not): only the decoding is saved. Off is the paper's.
     loop_stop: bool = False
+    # A step's reply is decoded under ``step_grammar``: one closed <update> of plain text
+    # (after free text, the paper's brief thought) and at most one closed <recall>, so the
+    # model can no longer open tags inside a block or write blocks after them. On held-out
+    # wordings most of sft28q's malformed replies are such tag soup (``<update><memory><update>
+    # <section>...``). Constrained decoding, not a learnt format: a reply that already followed
+    # the format decodes the same. Needs a backend that takes a grammar (the embedded model,
+    # llama.cpp's server, vLLM, SGLang). Off is the paper's.
+    format_grammar: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -173,6 +181,25 @@ _STRAY_TAG = re.compile(r"<\s*/?\s*(?:update|recall)\s*>", re.IGNORECASE)
 FORMAT_STOPS = tuple(
     f"</{tag}>{gap}<update>" for tag in ("update", "recall") for gap in ("", " ", "\n", "\n\n")
 )
+
+
+def step_grammar(format_stop: bool) -> str:
+    """The GBNF grammar of a well-formed step reply (``parse_step_reply``): free text without
+    tags, one non-empty ``<update>`` and at most one ``<recall>``, neither holding a tag.
+
+    With ``format_stop`` the grammar lets a second ``<update>`` open after the last block, so
+    that the format stop (``FORMAT_STOPS``) ends the reply where the model would go on, and
+    the text is cut there as without the grammar; otherwise the reply must end there."""
+    gap = '(" " | "\\n" | "\\n\\n")'
+    rules = [
+        'root ::= free "<update>" body "</update>" recall?' + (" again?" if format_stop else ""),
+        "free ::= [^<]*",
+        "body ::= [ \\t\\n]* [^< \\t\\n] [^<]*",
+        f'recall ::= {gap}? "<recall>" body "</recall>"',
+    ]
+    if format_stop:
+        rules.append(f'again ::= {gap}? "<update>"')
+    return "\n".join(rules) + "\n"
 
 
 @dataclass(frozen=True)
@@ -311,6 +338,8 @@ async def _step_call(
         params = replace(params, stop=FORMAT_STOPS, include_stop=True)
     if config.loop_stop:
         params = replace(params, loop_stop=True)
+    if config.format_grammar:
+        params = replace(params, grammar=step_grammar(config.format_stop))
     record = await ctx.call(
         "update", step, messages, params, chunk_index=chunk.index, chunk_tokens=chunk.tokens
     )

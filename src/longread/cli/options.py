@@ -250,6 +250,12 @@ def agent_options(func: Any) -> Any:
                           "of at the token cap; the embedded model stops decoding there, a "
                           "server's reply is cut there [off: the paper's, or as the adapter "
                           "shipped]."),
+        click.option("--format-grammar", type=click.Choice(["on", "off"]), callback=_on_off,
+                     help="rememr1: decode each step's reply under a grammar of its format "
+                          "(one closed <update> of plain text, at most one <recall>): "
+                          "constrained decoding, for the embedded model and servers that take "
+                          "a grammar (llama.cpp, vLLM, SGLang) [off: the paper's, or as the "
+                          "adapter shipped]."),
         click.option("--min-read", type=click.FloatRange(0, 1),
                      help="With --exit-gate or --exit-probe on: the share of the document "
                           "read before an exit is honoured [0]."),
@@ -354,6 +360,7 @@ _READING_WORDS = {
     "exit_probe": ("the exit probe", "--exit-probe off"),
     "format_stop": ("format stops", "--format-stop off"),
     "loop_stop": ("loop stops", "--loop-stop off"),
+    "format_grammar": ("its format's grammar", "--format-grammar off"),
 }
 
 

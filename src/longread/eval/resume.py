@@ -39,6 +39,7 @@ AGENT_SETTINGS_ADDED = {
     "restated_exit": False,  # and a note sharing one term with the question (stop 70)
     "format_stop": False,  # rememr1's replies ran to their end or the cap (stop 73)
     "loop_stop": False,  # and looped to the cap (stop 74)
+    "format_grammar": False,  # and were decoded without a grammar (stop 75)
 }
 
 
@@ -94,7 +95,7 @@ def _check_same(key: str, saved: Any, new: Any, run_dir: Path) -> None:
 ON_OFF_SETTINGS = frozenset({
     "update_gate", "exit_gate", "gate_instructions", "exit_probe", "grounded_exit",
     "grounded_notes", "focused_notes", "exact_copies", "focused_reread", "format_stop",
-    "loop_stop",
+    "loop_stop", "format_grammar",
 })  # fmt: skip
 
 

@@ -35,6 +35,8 @@ class SamplingParams:
        that fraction as likely as the likeliest (0.0: off);
     4. one id drawn from what is left, renormalised. ``seed=None`` lets the backend choose.
 
+    With a ``grammar``, the ids it does not allow are removed before step 1.
+
     Recorded logprobs are always those of the raw distribution (temperature 1, none of the
     above), the definition the trainer's loss uses.
     """
@@ -59,6 +61,13 @@ class SamplingParams:
     # loop certain. The embedded model stops decoding there; a server's reply is cut the same
     # way when it comes back (the same text, none of the time saved).
     loop_stop: bool = False
+    # A GBNF grammar the reply must follow (llama.cpp's grammar format): at each step only ids
+    # whose text keeps the reply inside the grammar may be sampled, and the end of generation
+    # only where the grammar is complete. The embedded model masks the ids itself (so greedy
+    # decoding picks the likeliest id the grammar allows, and a reply that already follows
+    # the grammar is unchanged); a server is sent the grammar under the names llama.cpp's
+    # server (``grammar``), vLLM (``structured_outputs``) and SGLang (``ebnf``) read.
+    grammar: str | None = None
     # Return the prompt ids (after the chat template), the sampled ids and their logprobs: what
     # training needs. Off by default: it costs a little time and a lot of trace space.
     record_tokens: bool = False

@@ -70,9 +70,10 @@ class LlamaCppBackend:
         check_adapter: after loading an adapter, make sure it moved a logit and raise
             ``BackendError`` if it did not (``check_adapter_applied``). Off only for an adapter
             that is meant to change nothing (a LoRA not trained yet).
-        lookup_decoding: greedy calls (temperature 0, no penalties) guess their next ids from
-            the text already read and check several in one step (``lookup_decoding``): fewer
-            decode steps where the reply copies, as a memory update does. Serial calls only.
+        lookup_decoding: greedy calls (temperature 0, no penalties, no grammar) guess their
+            next ids from the text already read and check several in one step
+            (``lookup_decoding``): fewer decode steps where the reply copies, as a memory
+            update does. Serial calls only.
     """
 
     name = "llamacpp"
@@ -204,7 +205,7 @@ class LlamaCppBackend:
         llama = self.llama  # loaded before the clock starts: seconds time the call alone
         start = time.perf_counter()
         try:
-            if self._lookup_decoding and params.temperature <= 0 and not params.penalised:
+            if self._lookup_decoding and lookup_decodes(params):
                 completion = _record_chat(llama, messages, params, lookup=True)
             elif params.record_tokens or params.include_stop or params.loop_stop:
                 # create_chat_completion cuts every stop string off and cannot stop on a
@@ -257,6 +258,13 @@ class LlamaCppBackend:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def lookup_decodes(params: SamplingParams) -> bool:
+    """Whether a call with ``params`` may be decoded with prompt-lookup drafts: greedy,
+    unpenalised and free (a draft is kept as the argmax of the raw logits, which a grammar's
+    mask would not be)."""
+    return params.temperature <= 0 and not params.penalised and params.grammar is None
 
 
 def check_adapter_file(adapter: str | Path) -> Path:

@@ -66,6 +66,10 @@ def build_sampler(llama: Any, params: SamplingParams, seed: int) -> Any:
     from llama_cpp import _internals
 
     sampler = _internals.LlamaSampler()
+    if params.grammar is not None:
+        # First, so every later step sees only the ids the grammar allows; llama_sampler_sample
+        # accepts each sampled id into it, which moves the grammar on.
+        add_grammar(sampler, llama, params.grammar)
     if params.penalised:
         # Window: the whole completion (the context holds no more), so every sampled id counts.
         sampler.add_penalties(
@@ -89,6 +93,21 @@ def build_sampler(llama: Any, params: SamplingParams, seed: int) -> Any:
     return sampler
 
 
+def add_grammar(sampler: Any, llama: Any, grammar: str) -> None:
+    """Add llama.cpp's grammar sampler for ``grammar`` (GBNF, its rule ``root`` the whole
+    reply) to ``sampler``'s chain; a ``BackendError`` when llama.cpp cannot parse it."""
+    import llama_cpp
+
+    # llama.cpp returns no sampler for a grammar it cannot parse (and logs why); adding that
+    # to the chain would crash the process, so it is checked here.
+    grammar_sampler = llama_cpp.llama_sampler_init_grammar(
+        llama._model.vocab, grammar.encode("utf-8"), b"root"
+    )
+    if not grammar_sampler:
+        raise BackendError("llama.cpp could not parse the reply's grammar (GBNF, rule root)")
+    llama_cpp.llama_sampler_chain_add(sampler.sampler, grammar_sampler)
+
+
 @contextlib.contextmanager
 def spec_sampler(llama: Any, params: SamplingParams) -> Iterator[None]:
     """Within the block, llama-cpp-python's own generation (``create_chat_completion``,
@@ -101,7 +120,8 @@ def spec_sampler(llama: Any, params: SamplingParams) -> Iterator[None]:
 
     def init_sampler(**knobs: Any) -> Any:
         if knobs.get("grammar") is not None or knobs.get("logits_processor") is not None:
-            raise BackendError("grammars and logits processors are not supported")
+            # longread's grammar comes in SamplingParams.grammar, through build_sampler
+            raise BackendError("llama-cpp-python's grammar and logits processors are not used")
         return build_sampler(llama, params, int(llama._seed))
 
     llama._init_sampler = init_sampler

@@ -338,6 +338,13 @@ def _request_body(
         body["include_stop_str_in_output"] = True
         body["no_stop_trim"] = True
     body.update(_sampler_fields(params))
+    if params.grammar is not None:
+        # The grammar under each server's name: llama.cpp's server, vLLM (>= 0.10.2; its
+        # xgrammar backend reads GBNF), SGLang. Each ignores the others' fields; OpenAI's API
+        # refuses them, as it has no grammars.
+        body["grammar"] = params.grammar
+        body["structured_outputs"] = {"grammar": params.grammar}
+        body["ebnf"] = params.grammar
     if params.record_tokens:
         # logprobs: the sampled ids' logprobs (vLLM: raw distribution, before top-p/top-k).
         # return_token_ids (vLLM >= 0.10.2): the prompt ids after the chat template and the

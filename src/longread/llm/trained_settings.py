@@ -32,7 +32,8 @@ MEMORY_OPTIONS = ("grounded_notes", "focused_notes", "exact_copies", "focused_re
 ROLLOUT_OPTIONS = (*MEMORY_OPTIONS, "format_stop")
 # ... and rememr1's loop stop, which leaves every reply reading as it did (an inference saving,
 # never rolled out).
-READING_OPTIONS = (*ROLLOUT_OPTIONS, "exit_probe", "loop_stop")
+# ... and rememr1's format grammar: constrained decoding, chosen when an adapter ships.
+READING_OPTIONS = (*ROLLOUT_OPTIONS, "exit_probe", "loop_stop", "format_grammar")
 # The least final-answer cap a run reads with. The shipped stages trained with 32-token answers
 # (numbers and names), but a UUID in \boxed{} is 38 SmolLM2 tokens: read with 32, every
 # niah_single_3 answer was cut (sft29q: 0 of 20 at 2K, the full UUID in its notes).
