@@ -14,24 +14,17 @@ from typing import Any
 
 import pytest
 
-from longread.agents.rememr1 import parse_step_reply, step_grammar
+from longread.agents.rememr1 import parse_step_reply, step_grammar, step_messages
 from longread.errors import BackendError
 from longread.llm.base import Completion, Message, SamplingParams
 from longread.llm.llamacpp import LlamaCppBackend
+from longread.llm.memory_adapter import bundled_memory_adapter
 
 pytestmark = pytest.mark.model
 
 YES_NO = 'root ::= "yes" | "no"\n'
 MESSAGES: list[Message] = [
     {"role": "user", "content": "Is Paris the capital of France? Answer yes or no."}
-]
-# A request SmolLM2-135M answers with tags of its own making (seen: <html>, <p>).
-TAGGED_MESSAGES: list[Message] = [
-    {
-        "role": "user",
-        "content": "Reply with the notes in <update></update>, like <update><memory>"
-        "<update><section>. Notes: the van is parked before the storm; its number is 48.",
-    }
 ]
 
 
@@ -102,6 +95,8 @@ WELL_FORMED = [
 ]
 MALFORMED = [
     "<update><memory><update><section>",  # the held-out wordings' tag soup
+    "<update><memory><<update></<update></<update>",
+    "<update>Ann <UPDATE>wrote</update>",
     "<update>Ann wrote it.</update><update>Ann wrote it.</update>",
     "<update></update>",
     "<update>  </update>",
@@ -129,6 +124,17 @@ def test_the_step_grammar_refuses_every_malformed_reply(matcher: Matcher, reply:
 def test_the_reply_ends_after_its_blocks(matcher: Matcher) -> None:
     # parse_step_reply reads past trailing text; the grammar ends the reply there instead
     assert not matcher.accepts(step_grammar(format_stop=False), "<update>Ann</update> and more")
+
+
+def test_no_other_tag_is_let_into_a_block(matcher: Matcher) -> None:
+    # parse_step_reply reads these as well formed; the grammar has the model write plain text
+    # there (sft28q's tag soup on held-out wordings, <update><memory><update>..., starts so)
+    for reply in (
+        "<update>The code is <b>48</b>.</update>",
+        "<update>a</update><recall><m>1</m></recall>",
+    ):
+        assert parse_step_reply(reply).well_formed
+        assert not matcher.accepts(step_grammar(format_stop=False), reply)
 
 
 def test_with_format_stops_a_second_update_may_open_where_the_stop_ends_the_reply(
@@ -176,17 +182,28 @@ def test_a_reply_that_follows_the_grammar_decodes_the_same(backend: LlamaCppBack
     assert chat(backend, MESSAGES, grammar="root ::= [^<]*\n").text == free.text
 
 
-def test_tags_inside_a_block_are_decoded_away(backend: LlamaCppBackend) -> None:
-    free = chat(backend, TAGGED_MESSAGES)
-    constrained = chat(backend, TAGGED_MESSAGES, grammar=step_grammar(format_stop=False))
+# A rememr1 step whose section holds tags of its own: rememr1's shipped adapter answers it with
+# tag soup to the cap (seen: "<recall><memory><update><section><update>..."), as it does on
+# held-out wordings.
+TAGGED_SECTION = (
+    "The page template nests a <memory> element inside each <section> element, and the "
+    "<update> element holds the edits. Browsers render <section> and <memory> as blocks. "
+) * 5
+QUESTION = "To what number must the dial be turned to open lonely-flame's locker?"
+
+
+def test_a_step_the_shipped_adapter_writes_as_tag_soup_decodes_well_formed() -> None:
+    adapter = LlamaCppBackend(adapter=str(bundled_memory_adapter("rememr1")))
+    messages = step_messages(QUESTION, "None", "No previous memory", TAGGED_SECTION, None)
+    try:
+        free = chat(adapter, messages, max_tokens=256)
+        constrained = chat(adapter, messages, max_tokens=256, grammar=step_grammar(False))
+    finally:
+        asyncio.run(adapter.aclose())
     assert not parse_step_reply(free.text).well_formed
-    reply = parse_step_reply(constrained.text)
-    # ended by itself, the reply is well formed; at the cap it is a well-formed reply cut short
-    if constrained.finish_reason == "stop":
-        assert reply.well_formed
-    else:
-        assert set(reply.problems) <= {"unclosed <update>", "unclosed <recall>"}
-    assert constrained.text.count("<update>") == 1
+    # the grammar leaves no tag to open inside a block: the reply closes and ends
+    assert constrained.finish_reason == "stop"
+    assert parse_step_reply(constrained.text).well_formed
 
 
 def test_lookup_decoding_leaves_a_grammar_call_to_the_sampler(backend: LlamaCppBackend) -> None:

@@ -106,9 +106,9 @@ class ReMemR1Config(SamplingConfig):
     # (after free text, the paper's brief thought) and at most one closed <recall>, so the
     # model can no longer open tags inside a block or write blocks after them. On held-out
     # wordings most of sft28q's malformed replies are such tag soup (``<update><memory><update>
-    # <section>...``). Constrained decoding, not a learnt format: a reply that already followed
-    # the format decodes the same. Needs a backend that takes a grammar (the embedded model,
-    # llama.cpp's server, vLLM, SGLang). Off is the paper's.
+    # <section>...``). Constrained decoding, not a learnt format: a reply with no other tag
+    # decodes the same. Needs a backend that takes a grammar (the embedded model, llama.cpp's
+    # server, vLLM, SGLang). Off is the paper's.
     format_grammar: bool = False
 
     def __post_init__(self) -> None:
@@ -185,7 +185,10 @@ FORMAT_STOPS = tuple(
 
 def step_grammar(format_stop: bool) -> str:
     """The GBNF grammar of a well-formed step reply (``parse_step_reply``): free text without
-    tags, one non-empty ``<update>`` and at most one ``<recall>``, neither holding a tag.
+    tags, one non-empty ``<update>`` and at most one ``<recall>``, neither holding a tag, and
+    the end of the reply. Under it, greedy decoding writes a reply with no other ``<`` as
+    without it, but for text after its blocks (which the reading ignores and the grammar
+    ends); one with other tags inside a block (``<memory>``) gets plain text there instead.
 
     With ``format_stop`` the grammar lets a second ``<update>`` open after the last block, so
     that the format stop (``FORMAT_STOPS``) ends the reply where the model would go on, and
