@@ -3,10 +3,12 @@
 
     .venv/bin/python bench/overhead.py [--prompt-tokens 1024] [--decode-tokens 128] [--repeats 3]
 
-Three paths: llama-cpp-python directly; ``LlamaCppBackend`` (a plain call: llama-cpp-python's
-chat completion); and ``LlamaCppBackend`` with a kept stop string (``include_stop``, as
+Four paths: llama-cpp-python directly; ``LlamaCppBackend`` (a plain call: llama-cpp-python's
+chat completion); ``LlamaCppBackend`` with a kept stop string (``include_stop``, as
 rememr1's format stop asks; a string the story never writes), which runs longread's own
-generation loop (``llamacpp_chat.Stopping``, as recording tokens does).
+generation loop (``llamacpp_chat.Stopping``, as recording tokens does); and a plain call
+under a grammar every story follows (``SamplingParams.grammar``, as rememr1's
+``--format-grammar`` asks): the same text, plus llama.cpp's grammar sampler at every step.
 
 Each repeat uses a fresh prompt (a different leading number) so no path gets llama.cpp's
 prefix cache, and the paths take turns going first. Prefill: prompt tokens / seconds of a
@@ -46,17 +48,20 @@ def direct(llama, messages, max_tokens: int) -> tuple[int, int, float]:
 
 # A stop string no reply here writes: the call runs to its cap on longread's own loop.
 UNWRITTEN = "</never-written>"
+# A grammar every reply here follows (any text without a NUL), so its path decodes the same.
+ANY_TEXT = "root ::= [^\\x00]*\n"
+PATHS = ("direct", "longread", "kept-stop", "grammar")
 
 
-async def via_longread(
-    backend, messages, max_tokens: int, kept_stop: bool = False
-) -> tuple[int, int, float]:
+async def via_longread(backend, messages, max_tokens: int, path: str) -> tuple[int, int, float]:
     start = time.perf_counter()
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0)  # as `direct` samples
-    if kept_stop:
+    if path == "kept-stop":
         params = SamplingParams(
             max_tokens=max_tokens, temperature=0.0, stop=(UNWRITTEN,), include_stop=True
         )
+    if path == "grammar":
+        params = SamplingParams(max_tokens=max_tokens, temperature=0.0, grammar=ANY_TEXT)
     completion = await backend.chat(messages, params)
     return completion.prompt_tokens, completion.completion_tokens, time.perf_counter() - start
 
@@ -71,14 +76,14 @@ async def measure(args) -> dict[str, dict[str, float]]:
             # On the thread longread computes on: a second thread running llama.cpp would slow
             # both paths 2-4x (see longread.llm.compute_thread), measuring that, not overhead.
             return compute_thread.call(direct, llama, messages, max_tokens)
-        return await via_longread(backend, messages, max_tokens, kept_stop=path == "kept-stop")
+        return await via_longread(backend, messages, max_tokens, path)
 
     rates: dict[str, dict[str, list[float]]] = {}
     for salt in range(args.repeats):
         # Rotate which path goes first so cache or frequency effects hit all alike.
-        paths = ("direct", "longread", "kept-stop")
-        for offset, path in enumerate(paths[salt % 3 :] + paths[: salt % 3]):
-            salt_id = salt * 3 + offset
+        first = salt % len(PATHS)
+        for offset, path in enumerate(PATHS[first:] + PATHS[:first]):
+            salt_id = salt * len(PATHS) + offset
             prompt_tokens, _, prefill_seconds = await call(
                 path, prompt(llama, args.prompt_tokens, salt_id), 1
             )
@@ -106,7 +111,7 @@ def main() -> None:
     for path, r in result.items():
         print(f"{path:<10} {r['prefill']:>14.1f} {r['decode']:>13.1f} {r['generated']:>15.0f}")
     d = result["direct"]
-    for path in ("longread", "kept-stop"):
+    for path in PATHS[1:]:
         w = result[path]
         print(
             f"{path}/direct: prefill {w['prefill'] / d['prefill']:.3f}, "
