@@ -18,7 +18,8 @@
 # memagent with stage sft29x's update gate, read as shipped with the shipped exit probe, on the
 # probe's sets (issue 29: may the update gate ship?); CELLS=loopstop rememr1 as shipped with
 # and without loop stops (issue 28: the decoding a looping reply wastes); CELLS=grammar rememr1
-# as shipped with its format's grammar (issue 28: replies well formed on held-out wordings?);
+# as shipped with its format's grammar (issue 28: replies well formed on held-out wordings?),
+# CELLS=grammaragain three of them again (the seconds of greedy decoding that checks its pick);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -132,7 +133,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
   # (--decision-adapter recipes/smollm2/runs/STAGE/adapter.gguf), lookup (--lookup-decoding),
   # format-stop (--format-stop on), loop-stop (--loop-stop on), grammar (--format-grammar on), keep (--update-gate on), probe-shipped (the exit probe's
   # calls with memagent's shipped probe adapter: --probe-adapter, for a recipe stage's cells),
-  # or several joined by +
+  # again (no flag: a rerun in its own folder), or several joined by +
   # (section-first+exit-off); the run folder's name ends with HOW
   local agent=$1 model=$2 set=$3 length=$4 how=${5:-} flags=() part runner=("$LONGREAD")
   local out="$RUNS/$agent-$model-$set-$length${5:+-$5}" data="$DATA/${set}_${length}.jsonl"
@@ -163,6 +164,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
       grammar) flags+=(--format-grammar on) ;;
       keep) flags+=(--update-gate on) ;;
       probe-shipped) flags+=(--probe-adapter src/longread/adapters/smollm2-135m-memagent.gguf) ;;
+      again) ;;  # the same reading in a folder of its own: a rerun after a speed-only change
       *) echo "cell: unknown HOW $part" >&2; exit 2 ;;
     esac
   done
@@ -453,6 +455,16 @@ if want grammar; then
     "chains_reversed_same 8192" "ruler_niah_single_2 8192"; do
     # shellcheck disable=SC2086
     cell rememr1 adapter $set_length format-stop+loop-stop+grammar
+  done
+fi
+# Issue 28 (CELLS=grammaragain): the same grammar cells again after greedy decoding under a
+# grammar came to check only its pick (llamacpp_grammar.GreedyUnderGrammar): the same replies
+# (`longread eval compare` with the cells above), and the seconds against the cells read as
+# shipped without the grammar on the same kind of CPU.
+if [ "$CELLS" = grammaragain ]; then  # not in CELLS=all: a rerun
+  for set_length in "hotpotqa 8192" "chains_reversed_same 8192" "ruler_niah_single_2 8192"; do
+    # shellcheck disable=SC2086
+    cell rememr1 adapter $set_length format-stop+loop-stop+grammar+again
   done
 fi
 trap - EXIT

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from longread.agents.rememr1 import parse_step_reply, step_grammar, step_messages
 from longread.errors import BackendError
+from longread.llm import llamacpp_batch, llamacpp_chat
 from longread.llm.base import Completion, Message, SamplingParams
 from longread.llm.llamacpp import LlamaCppBackend
 from longread.llm.memory_adapter import bundled_memory_adapter
@@ -192,18 +194,58 @@ TAGGED_SECTION = (
 QUESTION = "To what number must the dial be turned to open lonely-flame's locker?"
 
 
-def test_a_step_the_shipped_adapter_writes_as_tag_soup_decodes_well_formed() -> None:
+@pytest.fixture(scope="module")
+def adapter() -> Iterator[LlamaCppBackend]:
     adapter = LlamaCppBackend(adapter=str(bundled_memory_adapter("rememr1")))
-    messages = step_messages(QUESTION, "None", "No previous memory", TAGGED_SECTION, None)
-    try:
-        free = chat(adapter, messages, max_tokens=256)
-        constrained = chat(adapter, messages, max_tokens=256, grammar=step_grammar(False))
-    finally:
-        asyncio.run(adapter.aclose())
+    yield adapter
+    asyncio.run(adapter.aclose())
+
+
+TAG_SOUP_STEP = step_messages(QUESTION, "None", "No previous memory", TAGGED_SECTION, None)
+
+
+def test_a_step_the_shipped_adapter_writes_as_tag_soup_decodes_well_formed(
+    adapter: LlamaCppBackend,
+) -> None:
+    free = chat(adapter, TAG_SOUP_STEP, max_tokens=256)
+    constrained = chat(adapter, TAG_SOUP_STEP, max_tokens=256, grammar=step_grammar(False))
     assert not parse_step_reply(free.text).well_formed
     # the grammar leaves no tag to open inside a block: the reply closes and ends
     assert constrained.finish_reason == "stop"
     assert parse_step_reply(constrained.text).well_formed
+
+
+@pytest.mark.parametrize("knobs", [{}, {"repeat_penalty": 1.3}, {"record_tokens": True}])
+def test_greedy_under_a_grammar_picks_what_masking_every_id_picks(
+    adapter: LlamaCppBackend, monkeypatch: pytest.MonkeyPatch, knobs: dict[str, Any]
+) -> None:
+    # Greedy checks only its argmax against the grammar, and masks the whole vocabulary only
+    # when the grammar refuses it; on the tag-soup step it refuses the adapter's pick at once
+    # (free, the reply opens a tag inside <update>), so both branches are taken.
+    params = {"max_tokens": 256, "grammar": step_grammar(False), **knobs}
+    checked = chat(adapter, TAG_SOUP_STEP, **params)
+    full_mask = functools.partial(llamacpp_chat.build_sampler, full_mask=True)
+    monkeypatch.setattr(llamacpp_chat, "build_sampler", full_mask)
+    masked = chat(adapter, TAG_SOUP_STEP, **params)
+    assert checked.text == masked.text
+    assert checked.completion_tokens == masked.completion_tokens
+    assert checked.token_ids == masked.token_ids  # both None unless recorded
+
+
+def test_a_batched_greedy_call_under_a_grammar_picks_what_masking_picks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    batched = LlamaCppBackend(adapter=str(bundled_memory_adapter("rememr1")), parallel=2)
+    params = SamplingParams(max_tokens=256, grammar=step_grammar(False))
+    try:
+        checked = asyncio.run(batched.chat(TAG_SOUP_STEP, params))
+        full_mask = functools.partial(llamacpp_batch.build_sampler, full_mask=True)
+        monkeypatch.setattr(llamacpp_batch, "build_sampler", full_mask)
+        masked = asyncio.run(batched.chat(TAG_SOUP_STEP, params))
+    finally:
+        asyncio.run(batched.aclose())
+    assert checked.text == masked.text
+    assert parse_step_reply(checked.text).well_formed
 
 
 def test_lookup_decoding_leaves_a_grammar_call_to_the_sampler(backend: LlamaCppBackend) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import BackendError, BudgetError
 from .base import Message, SamplingParams
+from .llamacpp_grammar import GreedyUnderGrammar, init_grammar_sampler
 from .loops import LoopWatch
 
 
@@ -57,29 +58,30 @@ def llama_error(exc: ValueError, window: int) -> Exception:
 # -- the sampler ---------------------------------------------------------------------------
 
 
-def build_sampler(llama: Any, params: SamplingParams, seed: int) -> Any:
+def build_sampler(llama: Any, params: SamplingParams, seed: int, *, full_mask: bool = False) -> Any:
     """A llama.cpp sampler chain drawing as ``SamplingParams`` says, seeded with ``seed``.
 
     Penalties, then temperature, then top-k, top-p and min-p on the tempered distribution, as
     vLLM and the transformers policy apply them (llama-cpp-python's own chain applies top-p
-    and min-p before the temperature). A knob that is off adds nothing to the chain."""
+    and min-p before the temperature). A knob that is off adds nothing to the chain.
+
+    A grammar comes first, so every later step sees only the ids it allows. Greedy under a
+    grammar is ``GreedyUnderGrammar``, which checks only the argmax against the grammar and
+    picks the same tokens as the chain; ``full_mask`` builds the chain instead (the grammar
+    checks the whole vocabulary at every token), to compare the two."""
     from llama_cpp import _internals
 
     sampler = _internals.LlamaSampler()
+    greedy = params.temperature <= 0.0
     if params.grammar is not None:
-        # First, so every later step sees only the ids the grammar allows; llama_sampler_sample
-        # accepts each sampled id into it, which moves the grammar on.
-        add_grammar(sampler, llama, params.grammar)
-    if params.penalised:
-        # Window: the whole completion (the context holds no more), so every sampled id counts.
-        sampler.add_penalties(
-            n_vocab=int(llama.n_vocab()),
-            penalty_last_n=int(llama.n_ctx()),
-            penalty_repeat=params.repeat_penalty,
-            penalty_freq=params.frequency_penalty,
-            penalty_present=params.presence_penalty,
-        )
-    if params.temperature <= 0.0:
+        grammar = init_grammar_sampler(llama, params.grammar)
+        if greedy and not full_mask:
+            add_penalties(sampler, llama, params)
+            return GreedyUnderGrammar(grammar, sampler, int(llama.n_vocab()))
+        # llama_sampler_sample accepts each sampled id into the chain, which moves it on
+        llama_cpp_chain_add(sampler, grammar)
+    add_penalties(sampler, llama, params)
+    if greedy:
         sampler.add_greedy()
         return sampler
     sampler.add_temp(params.temperature)
@@ -93,19 +95,24 @@ def build_sampler(llama: Any, params: SamplingParams, seed: int) -> Any:
     return sampler
 
 
-def add_grammar(sampler: Any, llama: Any, grammar: str) -> None:
-    """Add llama.cpp's grammar sampler for ``grammar`` (GBNF, its rule ``root`` the whole
-    reply) to ``sampler``'s chain; a ``BackendError`` when llama.cpp cannot parse it."""
+def add_penalties(sampler: Any, llama: Any, params: SamplingParams) -> None:
+    """Add ``params``' repetition penalties to ``sampler``'s chain, if any is on."""
+    if params.penalised:
+        # Window: the whole completion (the context holds no more), so every sampled id counts.
+        sampler.add_penalties(
+            n_vocab=int(llama.n_vocab()),
+            penalty_last_n=int(llama.n_ctx()),
+            penalty_repeat=params.repeat_penalty,
+            penalty_freq=params.frequency_penalty,
+            penalty_present=params.presence_penalty,
+        )
+
+
+def llama_cpp_chain_add(sampler: Any, member: Any) -> None:
+    """Append llama.cpp sampler ``member`` to ``sampler``'s chain, which then owns it."""
     import llama_cpp
 
-    # llama.cpp returns no sampler for a grammar it cannot parse (and logs why); adding that
-    # to the chain would crash the process, so it is checked here.
-    grammar_sampler = llama_cpp.llama_sampler_init_grammar(
-        llama._model.vocab, grammar.encode("utf-8"), b"root"
-    )
-    if not grammar_sampler:
-        raise BackendError("llama.cpp could not parse the reply's grammar (GBNF, rule root)")
-    llama_cpp.llama_sampler_chain_add(sampler.sampler, grammar_sampler)
+    llama_cpp.llama_sampler_chain_add(sampler.sampler, member)
 
 
 @contextlib.contextmanager
