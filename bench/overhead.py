@@ -3,27 +3,31 @@
 
     .venv/bin/python bench/overhead.py [--prompt-tokens 1024] [--decode-tokens 128] [--repeats 3]
 
-Four paths: llama-cpp-python directly; ``LlamaCppBackend`` (a plain call: llama-cpp-python's
+Five paths: llama-cpp-python directly; ``LlamaCppBackend`` (a plain call: llama-cpp-python's
 chat completion); ``LlamaCppBackend`` with a kept stop string (``include_stop``, as
 rememr1's format stop asks; a string the story never writes), which runs longread's own
 generation loop (``llamacpp_chat.Stopping``, as recording tokens does); and a plain call
 under a grammar every story follows (``SamplingParams.grammar``, as rememr1's
-``--format-grammar`` asks): the same text, plus llama.cpp's grammar sampler at every step.
+``--format-grammar`` asks): the same text, greedy decoding checking its pick against the
+grammar (``llamacpp_grammar.GreedyUnderGrammar``); and the same call with llama.cpp's grammar
+sampler in the chain, masking the whole vocabulary at every step (``grammar-mask``).
 
-Each repeat uses a fresh prompt (a different leading number) so no path gets llama.cpp's
-prefix cache, and the paths take turns going first. Prefill: prompt tokens / seconds of a
-1-token completion of a long prompt. Decode: completion tokens / seconds of a long generation
-from a short prompt (about 40 tokens, so prefill is a negligible share).
+Each repeat uses a fresh prompt (a different leading number), the same for every path, so the
+paths decode the same greedy text; every call forgets the KV cache first, so no path gets
+llama.cpp's prefix cache; and the paths take turns going first. Prefill: prompt tokens /
+seconds of a 1-token completion of a long prompt. Decode: completion tokens / seconds of a long
+generation from a short prompt (about 40 tokens, so prefill is a negligible share).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import statistics
 import time
 
-from longread.llm import compute_thread
+from longread.llm import compute_thread, llamacpp_chat
 from longread.llm.base import SamplingParams
 from longread.llm.llamacpp import LlamaCppBackend
 
@@ -50,7 +54,7 @@ def direct(llama, messages, max_tokens: int) -> tuple[int, int, float]:
 UNWRITTEN = "</never-written>"
 # A grammar every reply here follows (any text without a NUL), so its path decodes the same.
 ANY_TEXT = "root ::= [^\\x00]*\n"
-PATHS = ("direct", "longread", "kept-stop", "grammar")
+PATHS = ("direct", "longread", "kept-stop", "grammar", "grammar-mask")
 
 
 async def via_longread(backend, messages, max_tokens: int, path: str) -> tuple[int, int, float]:
@@ -60,9 +64,15 @@ async def via_longread(backend, messages, max_tokens: int, path: str) -> tuple[i
         params = SamplingParams(
             max_tokens=max_tokens, temperature=0.0, stop=(UNWRITTEN,), include_stop=True
         )
-    if path == "grammar":
+    if path.startswith("grammar"):
         params = SamplingParams(max_tokens=max_tokens, temperature=0.0, grammar=ANY_TEXT)
-    completion = await backend.chat(messages, params)
+    build_sampler = llamacpp_chat.build_sampler
+    if path == "grammar-mask":  # the chain with llama.cpp's grammar sampler, as before stop 76
+        llamacpp_chat.build_sampler = functools.partial(build_sampler, full_mask=True)
+    try:
+        completion = await backend.chat(messages, params)
+    finally:
+        llamacpp_chat.build_sampler = build_sampler
     return completion.prompt_tokens, completion.completion_tokens, time.perf_counter() - start
 
 
@@ -82,14 +92,13 @@ async def measure(args) -> dict[str, dict[str, float]]:
     for salt in range(args.repeats):
         # Rotate which path goes first so cache or frequency effects hit all alike.
         first = salt % len(PATHS)
-        for offset, path in enumerate(PATHS[first:] + PATHS[:first]):
-            salt_id = salt * len(PATHS) + offset
+        for path in PATHS[first:] + PATHS[:first]:
             prompt_tokens, _, prefill_seconds = await call(
-                path, prompt(llama, args.prompt_tokens, salt_id), 1
+                path, prompt(llama, args.prompt_tokens, salt), 1
             )
             # Decode from a short prompt, so prefill is a negligible part of the time.
             _, completion_tokens, seconds = await call(
-                path, prompt(llama, 0, salt_id), args.decode_tokens
+                path, prompt(llama, 0, salt), args.decode_tokens
             )
             rate = rates.setdefault(path, {"prefill": [], "decode": []})
             rate["prefill"].append(prompt_tokens / prefill_seconds)

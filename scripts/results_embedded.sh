@@ -460,11 +460,16 @@ fi
 # Issue 28 (CELLS=grammaragain): the same grammar cells again after greedy decoding under a
 # grammar came to check only its pick (llamacpp_grammar.GreedyUnderGrammar): the same replies
 # (`longread eval compare` with the cells above), and the seconds against the cells read as
-# shipped without the grammar on the same kind of CPU.
+# shipped without the grammar, read again beside them (one session's seconds compare; another
+# session's, even on the same kind of CPU, ran up to 1.45x slower for the same tokens).
 if [ "$CELLS" = grammaragain ]; then  # not in CELLS=all: a rerun
   for set_length in "hotpotqa 8192" "chains_reversed_same 8192" "ruler_niah_single_2 8192"; do
     # shellcheck disable=SC2086
     cell rememr1 adapter $set_length format-stop+loop-stop+grammar+again
+  done
+  for set_length in "ruler_niah_single_2 8192" "hotpotqa 8192"; do
+    # shellcheck disable=SC2086
+    cell rememr1 adapter $set_length format-stop+loop-stop+again
   done
 fi
 trap - EXIT
