@@ -116,9 +116,9 @@ def main() -> None:
     parser.add_argument("--quant", default=None, help="q8_0 (default), q4_0, f16 or original")
     args = parser.parse_args()
     result = asyncio.run(measure(args))
-    print(f"{'path':<10} {'prefill tok/s':>14} {'decode tok/s':>13} {'tokens decoded':>15}")
+    print(f"{'path':<13} {'prefill tok/s':>14} {'decode tok/s':>13} {'tokens decoded':>15}")
     for path, r in result.items():
-        print(f"{path:<10} {r['prefill']:>14.1f} {r['decode']:>13.1f} {r['generated']:>15.0f}")
+        print(f"{path:<13} {r['prefill']:>14.1f} {r['decode']:>13.1f} {r['generated']:>15.0f}")
     d = result["direct"]
     for path in PATHS[1:]:
         w = result[path]

@@ -20,6 +20,7 @@ from longread.errors import BackendError
 from longread.llm import llamacpp_batch, llamacpp_chat
 from longread.llm.base import Completion, Message, SamplingParams
 from longread.llm.llamacpp import LlamaCppBackend
+from longread.llm.llamacpp_grammar import GreedyUnderGrammar
 from longread.llm.memory_adapter import bundled_memory_adapter
 
 pytestmark = pytest.mark.model
@@ -213,6 +214,23 @@ def test_a_step_the_shipped_adapter_writes_as_tag_soup_decodes_well_formed(
     # the grammar leaves no tag to open inside a block: the reply closes and ends
     assert constrained.finish_reason == "stop"
     assert parse_step_reply(constrained.text).well_formed
+
+
+def test_only_greedy_calls_under_a_grammar_check_their_pick(backend: LlamaCppBackend) -> None:
+    # the check is exact for greedy decoding only; a sampled call masks every id first
+    greedy = llamacpp_chat.build_sampler(backend.llama, SamplingParams(grammar=YES_NO), 0)
+    sampled = SamplingParams(grammar=YES_NO, temperature=0.7)
+    try:
+        assert isinstance(greedy, GreedyUnderGrammar)
+        assert not isinstance(
+            llamacpp_chat.build_sampler(backend.llama, sampled, 0), GreedyUnderGrammar
+        )
+        masked = llamacpp_chat.build_sampler(
+            backend.llama, SamplingParams(grammar=YES_NO), 0, full_mask=True
+        )
+        assert not isinstance(masked, GreedyUnderGrammar)
+    finally:
+        greedy.close()
 
 
 @pytest.mark.parametrize("knobs", [{}, {"repeat_penalty": 1.3}, {"record_tokens": True}])

@@ -187,13 +187,14 @@ def test_without_the_adapters_agent_the_agents_own_defaults_hold(
 # 74), which end them where they fall into a loop
 REMEMR1_READS = (
     "longread: rememr1's memory adapter reads with grounded notes, focused notes, exact "
-    "copies, focused rereads, format stops and loop stops, as it shipped (give "
-    "--grounded-notes off/--focused-notes off/--exact-copies off/--focused-reread off/"
-    "--format-stop off/--loop-stop off for the papers' reading)\n"
+    "copies, focused rereads, format stops, loop stops and its format's grammar, as it "
+    "shipped (give --grounded-notes off/--focused-notes off/--exact-copies off/"
+    "--focused-reread off/--format-stop off/--loop-stop off/--format-grammar off for the "
+    "papers' reading)\n"
 )
 REMEMR1_OPTIONS = (
     "grounded_notes", "focused_notes", "exact_copies", "focused_reread", "format_stop",
-    "loop_stop",
+    "loop_stop", "format_grammar",
 )  # fmt: skip
 
 
