@@ -1,12 +1,13 @@
 """llama.cpp's grammar sampler, and greedy decoding under it at the cost of one check a token.
 
 In a sampler chain the grammar sampler checks every id of the vocabulary (49,152 for SmolLM2)
-against the grammar at every decoded token: 0.72x the speed of free decoding here
-(``bench/overhead.py``, the ``grammar`` path). Greedy decoding needs less. The argmax of the
-(penalised) logits is the reply's token whenever the grammar allows it, since it is then also
-the argmax of the allowed ids; only when the grammar refuses it is the whole vocabulary masked
-and the argmax taken again (llama.cpp's own ``common_sampler`` checks its pick the same way).
-``GreedyUnderGrammar`` does that: the same token, step for step, as the chain's full mask.
+against the grammar at every decoded token: 0.72x the speed of free decoding here at stop 75
+(``bench/overhead.py``'s ``grammar-mask`` path measures it). Greedy decoding needs less.
+The argmax of the (penalised) logits is the reply's token whenever the grammar allows it,
+since it is then also the argmax of the allowed ids; only when the grammar refuses it is the
+whole vocabulary masked and the argmax taken again (llama.cpp's own ``common_sampler``
+checks its pick the same way). ``GreedyUnderGrammar`` does that: the same token, step for
+step, as the chain's full mask.
 """
 
 from __future__ import annotations
