@@ -76,7 +76,7 @@ class GreedyUnderGrammar:
         return token
 
     def _allows(self, token: int) -> bool:
-        self._one[0].id, self._one[0].logit, self._one[0].p = token, 0.0, 0.0
+        self._one[0] = self._lib.llama_token_data(token, 0.0, 0.0)
         one = self._array(ctypes.addressof(self._one), 1)
         self._lib.llama_sampler_apply(self._grammar, ctypes.byref(one))
         return self._one[0].logit != float("-inf")
