@@ -20,6 +20,7 @@
 # and without loop stops (issue 28: the decoding a looping reply wastes); CELLS=grammar rememr1
 # as shipped with its format's grammar (issue 28: replies well formed on held-out wordings?),
 # CELLS=grammaragain three of them again (the seconds of greedy decoding that checks its pick);
+# CELLS=updateagain the default's HotpotQA 8K cell again, on the update gate cell's kind of CPU;
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -471,6 +472,12 @@ if [ "$CELLS" = grammaragain ]; then  # not in CELLS=all: a rerun
     # shellcheck disable=SC2086
     cell rememr1 adapter $set_length format-stop+loop-stop+again
   done
+fi
+# Issue 29 (CELLS=updateagain): the shipped default's HotpotQA 8K cell read again on the kind of
+# CPU that read sft29x's updategate cell (its first cell ran on another kind: greedy replies can
+# change with the kernels), so that `longread eval compare` pairs the update gate on one kind.
+if [ "$CELLS" = updateagain ]; then  # not in CELLS=all: a rerun
+  cell memagent adapter hotpotqa 8192 probe-on+grounded+again
 fi
 trap - EXIT
 record_session
