@@ -1,7 +1,7 @@
 """Prompt-lookup decoding on the embedded model: the same calls with it and without it.
 
     .venv/bin/python bench/lookup_decoding.py RUN_DIR [RUN_DIR ...] [--calls 200] \
-        [--adapter memory] [--out bench/results/lookup_decoding.jsonl]
+        [--adapter FILE] [--out bench/results/lookup_decoding.jsonl]
     .venv/bin/python bench/lookup_decoding.py --step-costs
 
 ``--step-costs`` prints what one ``llama_decode`` of k ids costs behind a 1,200-token context
@@ -12,7 +12,9 @@ step's messages, in order, samples in name order) greedily on two backends, one 
 ``lookup_decoding`` and one without, alternating which goes first. Each backend keeps its own
 KV cache across calls, as a run does. Reports, per run folder: calls, how many replies are the
 same text, decoded tokens, and the seconds of each path (whole calls, prefill included). Each
-call's budget is the run's (``memory_tokens``; ``final_tokens`` for the final answer).
+call's budget is the run's (``memory_tokens``; ``final_tokens`` for the final answer,
+``probe_tokens`` for the exit probe's), and each reads with the adapter the run recorded for
+its kind of call (the exit probe's own adapter, say), unless ``--adapter`` names one for all.
 """
 
 from __future__ import annotations
@@ -27,28 +29,50 @@ from longread.llm.base import SamplingParams
 from longread.llm.llamacpp import LlamaCppBackend
 
 
-def recorded_calls(run: Path, limit: int) -> list[tuple[list[dict], int]]:
-    """Up to ``limit`` (messages, max_tokens) pairs from the run's traces, in order."""
+def recorded_calls(run: Path, limit: int) -> list[tuple[list[dict], int, str]]:
+    """Up to ``limit`` (messages, max_tokens, kind) triples from the run's traces, in order."""
     config = json.loads((run / "config.json").read_text())["agent_config"]
+    budgets = {"final": config["final_tokens"], "probe": config.get("probe_tokens", 4)}
     calls = []
     for trace in sorted((run / "traces").glob("*.json")):
         for step in json.loads(trace.read_text())["steps"]:
             if not step.get("messages"):
                 continue
-            budget = config["final_tokens"] if step["kind"] == "final" else config["memory_tokens"]
-            calls.append((step["messages"], int(budget)))
+            budget = budgets.get(step["kind"], config["memory_tokens"])
+            calls.append((step["messages"], int(budget), step["kind"]))
             if len(calls) == limit:
                 return calls
     return calls
 
 
+def recorded_adapters(run: Path) -> tuple[str | None, dict[str, str]]:
+    """The run's adapter and its per-kind call adapters (``--probe-adapter`` and the like), as
+    paths; the config writes them relative to the run folder."""
+    backend = json.loads((run / "config.json").read_text())["backend"]
+
+    def path(recorded: str | None) -> str | None:
+        return None if recorded is None else str((run / recorded).resolve())
+
+    calls = {kind: path(r["adapter"]) for kind, r in (backend.get("call_adapters") or {}).items()}
+    return path(backend.get("adapter")), {kind: p for kind, p in calls.items() if p}
+
+
 async def replay(run: Path, args: argparse.Namespace) -> dict:
-    plain = LlamaCppBackend(adapter=args.adapter)
-    lookup = LlamaCppBackend(adapter=args.adapter, lookup_decoding=True)
+    adapter, call_adapters = (args.adapter, {}) if args.adapter else recorded_adapters(run)
+    pairs: dict[str | None, tuple[LlamaCppBackend, LlamaCppBackend]] = {}
     totals = {"plain": 0.0, "lookup": 0.0}
     same = tokens = 0
     calls = recorded_calls(run, args.calls)
-    for index, (messages, budget) in enumerate(calls):
+    for index, (messages, budget, kind) in enumerate(calls):
+        kind_adapter = call_adapters.get(kind, adapter)
+        if kind_adapter not in pairs:
+            pairs[kind_adapter] = (
+                LlamaCppBackend(adapter=kind_adapter, base_model=kind_adapter is None),
+                LlamaCppBackend(
+                    adapter=kind_adapter, base_model=kind_adapter is None, lookup_decoding=True
+                ),
+            )
+        plain, lookup = pairs[kind_adapter]
         params = SamplingParams(max_tokens=budget, temperature=0.0)
         replies = {}
         order = (("plain", plain), ("lookup", lookup))
@@ -58,11 +82,12 @@ async def replay(run: Path, args: argparse.Namespace) -> dict:
             totals[name] += time.perf_counter() - start
         same += replies["plain"].text == replies["lookup"].text
         tokens += replies["plain"].completion_tokens
-    await plain.aclose()
-    await lookup.aclose()
+    for pair in pairs.values():
+        for backend in pair:
+            await backend.aclose()
     return {
         "run": run.name,
-        "adapter": args.adapter,
+        "adapter": args.adapter or "as recorded",
         "calls": len(calls),
         "same_replies": same,
         "decoded_tokens": tokens,
@@ -98,7 +123,9 @@ def main() -> None:
     parser.add_argument("runs", nargs="*", type=Path, help="eval run folders with traces")
     parser.add_argument("--step-costs", action="store_true", help="time decode steps of k ids")
     parser.add_argument("--calls", type=int, default=200, help="calls replayed per run")
-    parser.add_argument("--adapter", default="memory", help="LoRA adapter (default: shipped)")
+    parser.add_argument(
+        "--adapter", help="LoRA adapter for every call (default: the ones the run recorded)"
+    )
     parser.add_argument("--out", type=Path, help="append one JSON row per run here")
     args = parser.parse_args()
     if args.step_costs:

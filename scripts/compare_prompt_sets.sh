@@ -13,8 +13,10 @@ LONGREAD=${LONGREAD:-.venv/bin/longread}
 PYTHON=${PYTHON:-.venv/bin/python}
 DATA=results/data
 RUNS=results/prompt_sets
-# as the committed runs read (before stop 70 turned the shipped reading's exit probe on)
-FLAGS=(--chunk-tokens 1000 --memory-tokens 256 --final-tokens 1024 --exit-probe off)
+# as the committed runs read (before stop 70 turned the shipped reading's exit probe on and
+# stop 78 lookup decoding)
+FLAGS=(--chunk-tokens 1000 --memory-tokens 256 --final-tokens 1024 --exit-probe off
+  --lookup-decoding off)
 
 # Alternate the two sets cell by cell, so a machine that gets busier later slows both alike.
 for set in ruler_niah_single_2 hotpotqa; do

@@ -33,9 +33,10 @@ cell() {  # cell AGENT SET LENGTH [FLAGS...]
   local agent=$1 set=$2 length=$3
   shift 3
   flock /tmp/longread-model.lock $LONGREAD eval run --data "$DATA/${set}_${length}.jsonl" \
-    --agent "$agent" "$@" --out "$RUNS/$agent-$set-$length" --concurrency 1 --limit "$N"
+    --agent "$agent" --lookup-decoding off "$@" --out "$RUNS/$agent-$set-$length" --concurrency 1 --limit "$N"
 }
-# as the committed runs read: before stop 70 turned the shipped reading's exit probe on
+# as the committed runs read: before stop 70 turned the shipped reading's exit probe on (and
+# stop 78 lookup decoding: --lookup-decoding off in cell)
 cell memagent ruler_niah_single_2 8192 --exit-probe off
 cell memagent ruler_niah_single_2 16384 --exit-probe off
 cell memagent hotpotqa 8192 --exit-probe off

@@ -131,7 +131,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
   # (--grounded-notes on), focused (--focused-notes on), exact (--exact-copies on), reread
   # (--focused-reread on), no-reread (--focused-reread off), rule-STOP (an earlier rule of
   # focused rereads, by recipes/smollm2/earlier_rule.py STOP), max-reread-N (--max-reread N), decide-STAGE
-  # (--decision-adapter recipes/smollm2/runs/STAGE/adapter.gguf), lookup (--lookup-decoding),
+  # (--decision-adapter recipes/smollm2/runs/STAGE/adapter.gguf), lookup (--lookup-decoding on; without it --lookup-decoding off),
   # format-stop (--format-stop on), loop-stop (--loop-stop on), grammar (--format-grammar on), keep (--update-gate on), probe-shipped (the exit probe's
   # calls with memagent's shipped probe adapter: --probe-adapter, for a recipe stage's cells),
   # again (no flag: a rerun in its own folder), or several joined by +
@@ -159,7 +159,7 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
       max-reread-*) flags+=(--max-reread "${part#max-reread-}") ;;  # memreread's rounds
       # memreread's decide and integrate calls with a recipe stage's adapter (the rest: MODEL's)
       decide-*) flags+=(--decision-adapter "recipes/smollm2/runs/${part#decide-}/adapter.gguf") ;;
-      lookup) flags+=(--lookup-decoding) ;;
+      lookup) flags+=(--lookup-decoding on) ;;
       format-stop) flags+=(--format-stop on) ;;
       loop-stop) flags+=(--loop-stop on) ;;
       grammar) flags+=(--format-grammar on) ;;
@@ -182,6 +182,9 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
     *+probe-o*+* | *+exit-o*+*) ;;
     memagent:adapter:*) flags+=(--exit-probe off) ;;
   esac
+  # lookup decoding is on by default since stop 78: every cell made before read one token a
+  # step, and a cell without `lookup` still does, so that it resumes as it began
+  case "+$how+" in *+lookup+*) ;; *) flags+=(--lookup-decoding off) ;; esac
   [ "$model" = base ] && flags+=(--base-model)
   [ "$model" = adapter ] && flags+=(--adapter memory)
   [ "$model" = shared ] && flags+=(--adapter memory:memagent)  # the shared adapter, any agent

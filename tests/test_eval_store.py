@@ -370,7 +370,7 @@ def test_auto_without_a_server_records_the_bundled_model_in_the_default_quant(
         "quant": "q8_0",
         "n_ctx": 8192,
         "parallel": None,  # one call at a time
-        "lookup_decoding": False,  # one decode step per token
+        "lookup_decoding": True,  # on by default, one call at a time (stop 78)
         # the bundled model's default: its shipped memory adapter, hash and all
         "adapter": str(ADAPTER),
         "adapter_sha256": memory_adapter_provenance()["sha256"],

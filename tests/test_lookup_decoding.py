@@ -54,7 +54,63 @@ def test_a_run_config_records_lookup_decoding() -> None:
     from longread.eval.provenance import backend_record
 
     assert backend_record(BackendSettings(lookup_decoding=True))["lookup_decoding"] is True
-    assert backend_record(BackendSettings())["lookup_decoding"] is False
+    assert backend_record(BackendSettings(lookup_decoding=False))["lookup_decoding"] is False
+
+
+def test_lookup_decoding_is_on_by_default_only_where_it_can_act(monkeypatch) -> None:
+    """Since stop 78 the embedded model decodes greedy calls with lookup drafts unless told
+    otherwise; batched decoding and a server never do, and neither refuses the default."""
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert BackendSettings().resolved_lookup_decoding() is True
+    assert BackendSettings(lookup_decoding=False).resolved_lookup_decoding() is False
+    assert BackendSettings(parallel=2).resolved_lookup_decoding() is False
+    served = BackendSettings(base_url="http://127.0.0.1:1/v1")
+    assert served.resolved_lookup_decoding() is False
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [([], None), (["--lookup-decoding"], True), (["--lookup-decoding", "on"], True),
+     (["--lookup-decoding", "off"], False)],
+)  # fmt: skip
+def test_the_flag_takes_on_and_off_and_alone_means_on(flags, expected) -> None:
+    import click
+    from click.testing import CliRunner
+
+    from longread.cli.options import backend_options, backend_settings
+
+    @click.command()
+    @backend_options
+    def show(**options: Any) -> None:
+        click.echo(repr(backend_settings(options).lookup_decoding))
+
+    result = CliRunner().invoke(show, flags)
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == repr(expected)
+
+
+def test_a_run_resumes_only_decoding_the_way_it_began(tmp_path) -> None:
+    """A folder made one token a step (every folder before stop 78) is refused with the flag
+    that resumes it, since lookup decoding may flip a near-tie; a server's run is not compared."""
+    from longread.eval.resume import check_resume
+
+    def config(backend: dict[str, Any]) -> dict[str, Any]:
+        return {"agent": "memagent", "agent_config": {}, "record_tokens": False,
+                "data_hash": "d", "backend": backend}  # fmt: skip
+
+    before = config({"backend": "llamacpp", "lookup_decoding": False})
+    with pytest.raises(UsageError, match="without lookup decoding; resume with "
+                       "--lookup-decoding off or pass a new --out folder"):  # fmt: skip
+        check_resume(before, config({"backend": "llamacpp", "lookup_decoding": True}), tmp_path)
+    older = config({"backend": "llamacpp"})  # from before the setting was recorded
+    with pytest.raises(UsageError, match="--lookup-decoding off"):
+        check_resume(older, config({"backend": "llamacpp", "lookup_decoding": True}), tmp_path)
+    check_resume(before, config({"backend": "llamacpp", "lookup_decoding": False}), tmp_path)
+    made_with = config({"backend": "llamacpp", "lookup_decoding": True})
+    with pytest.raises(UsageError, match="with lookup decoding; resume with --lookup-decoding on"):
+        check_resume(made_with, config({"backend": "llamacpp", "lookup_decoding": False}), tmp_path)
+    served = config({"backend": "openai"})
+    check_resume(served, config({"backend": "openai"}), tmp_path)
 
 
 def test_lookup_decoding_is_refused_for_a_server_and_for_batched_calls() -> None:

@@ -47,7 +47,7 @@ mkdir -p "recipes/smollm2/curves/$stage"
 for set in "${sets[@]}"; do
   out="recipes/smollm2/runs/checks/$stage-$set$suffix"
   .venv/bin/longread eval run --data "recipes/smollm2/data/$set" --agent memagent \
-    --adapter "$adapter" "${flags[@]}" --out "$out" --concurrency 1 --no-progress
+    --adapter "$adapter" --lookup-decoding off "${flags[@]}" --out "$out" --concurrency 1 --no-progress
   cp "$out/summary.json" "recipes/smollm2/curves/$stage/$set$suffix-summary.json"
   .venv/bin/python -c 'import json,sys; s=json.load(open(sys.argv[1])); print(sys.argv[2], {k: s[k] for k in s if k in ("n", "accuracy", "sub_em", "mean_seconds")})' \
     "$out/summary.json" "$stage $set$suffix"

@@ -18,7 +18,7 @@ if [ "${SECTION_FIRST:-0}" = 1 ]; then flags+=(--section-first); fi
 runs=()
 for data in "recipes/smollm2/data/$states"/*/; do
   out=recipes/smollm2/runs/$states/$(basename "$data")
-  .venv/bin/longread eval run --data "$data" --agent memagent --adapter "$adapter" \
+  .venv/bin/longread eval run --data "$data" --agent memagent --adapter "$adapter" --lookup-decoding off \
     ${flags[@]+"${flags[@]}"} --out "$out" --concurrency 1 --no-progress
   runs+=("$out")
 done

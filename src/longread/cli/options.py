@@ -145,10 +145,16 @@ def backend_options(func: Any) -> Any:
         ),
         click.option(
             "--lookup-decoding",
-            is_flag=True,
+            type=click.Choice(["on", "off"]),
+            is_flag=False,
+            flag_value="on",  # the bare flag, as before it was on by default
+            default=None,
+            callback=_on_off,
             help="Embedded model, greedy calls: guess the next tokens from the text already "
             "read and check them in one step (prompt-lookup decoding): faster where replies "
-            "copy, as memory updates do; the same replies up to llama.cpp's batched rounding.",
+            "copy, as memory updates do; the same replies up to llama.cpp's batched rounding. "
+            "off: one decode step per token [default: on, one call at a time; off with "
+            "--parallel].",
         ),
     ]
     for option in reversed(options):

@@ -112,7 +112,7 @@ def backend_record(settings: BackendSettings) -> dict[str, Any]:
                 kind: _adapter_record(path, 1.0) for kind, path in calls.items()
             }
         record["parallel"] = settings.parallel  # batched decoding (None: one call at a time)
-        record["lookup_decoding"] = settings.lookup_decoding
+        record["lookup_decoding"] = settings.resolved_lookup_decoding()
     record["max_concurrency"] = settings.max_concurrency
     record["tokenizer"] = _absolute(settings.tokenizer)
     return record

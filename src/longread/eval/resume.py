@@ -58,6 +58,7 @@ def check_resume(saved: dict[str, Any], new: dict[str, Any], run_dir: Path) -> b
             _check_same(key, saved.get(key), new.get(key), run_dir)
     adopted = _check_data(saved, new, run_dir)
     _check_adapter(saved, new, run_dir)
+    _check_lookup_decoding(saved, new, run_dir)
     return adopted
 
 
@@ -162,6 +163,27 @@ def _check_adapter(saved: dict[str, Any], new: dict[str, Any], run_dir: Path) ->
         f"{run_dir} holds a run with a different {what}; resume with the same adapter (a run "
         "of the bundled model without its memory adapter: --base-model) or pass a new --out "
         "folder"
+    )
+
+
+def _check_lookup_decoding(saved: dict[str, Any], new: dict[str, Any], run_dir: Path) -> None:
+    """Refuse a resume on the embedded model that decodes the other way: lookup decoding may
+    flip a near-tie, so a run's samples are all read one way. A folder from before lookup
+    decoding was on by default (none recorded, or false) read one token a step."""
+
+    def lookup(config: dict[str, Any]) -> bool | None:
+        backend = config.get("backend") or {}
+        if backend.get("backend") != "llamacpp":
+            return None  # a server decodes as it does; nothing to compare
+        return bool(backend.get("lookup_decoding", False))
+
+    saved_lookup, new_lookup = lookup(saved), lookup(new)
+    if saved_lookup is None or new_lookup is None or saved_lookup == new_lookup:
+        return
+    flag = "on" if saved_lookup else "off"
+    raise UsageError(
+        f"{run_dir} holds a run {'with' if saved_lookup else 'without'} lookup decoding; "
+        f"resume with --lookup-decoding {flag} or pass a new --out folder"
     )
 
 

@@ -47,7 +47,10 @@ class BackendSettings:
     adapter_scale: float = 1.0
     base_model: bool = False  # the bundled model without its shipped memory adapter
     parallel: int | None = None  # embedded: calls decoded together (None: one at a time)
-    lookup_decoding: bool = False  # embedded: greedy calls check drafted ids in one step
+    # Embedded: greedy calls check drafted ids in one step (prompt-lookup decoding). None: on
+    # where it can act, the embedded model one call at a time (the default since stop 78, when
+    # it had read every results set with no sample lost); False: one decode step per token.
+    lookup_decoding: bool | None = None
     # The agent the backend serves: on the bundled model it gets its own shipped adapter
     # where one ships (memory_adapter.bundled_memory_adapter); None: the shared one.
     agent: str | None = None
@@ -98,6 +101,15 @@ class BackendSettings:
             raise UsageError("--adapter-scale scales an --adapter; none was given")
         return resolved
 
+    def resolved_lookup_decoding(self) -> bool:
+        """Whether the embedded model's greedy calls decode with prompt-lookup drafts: as
+        given, else on for the embedded model decoding one call at a time (never on a server,
+        and never beside ``--parallel``, whose batches it cannot draft for)."""
+        resolved = self.resolved_backend()
+        if self.lookup_decoding is not None:
+            return self.lookup_decoding
+        return resolved == "llamacpp" and self.parallel is None
+
     def applied_adapter(self) -> str | None:
         """The LoRA adapter the embedded backend will apply (``memory_adapter.applied_adapter``:
         ``--adapter``, else the shipped memory adapter on the bundled model), or None."""
@@ -147,7 +159,7 @@ def make_backend(settings: BackendSettings) -> LLMBackend:
         adapter_scale=settings.adapter_scale,
         base_model=settings.base_model,
         parallel=settings.parallel,
-        lookup_decoding=settings.lookup_decoding,
+        lookup_decoding=settings.resolved_lookup_decoding(),
     )
 
 
