@@ -185,7 +185,7 @@ def test_a_decision_adapter_is_recorded_named_and_kept_to(tmp_path: Path) -> Non
     config = {"agent": "memreread", "agent_config": {}, "backend": backend}
     stage = memory_adapter_provenance()["stage"]
     assert agent_labels([(tmp_path, config)]) == [
-        f"memreread + memory adapter {stage} + decisions sft28w + lookup decoding"
+        f"memreread + memory adapter {stage} + decisions sft28w"
     ]
     with pytest.raises(UsageError, match="different adapters for its decide/integrate calls"):
         save_config(tmp_path / "run", BackendSettings(adapter="memory"))

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from longread.agents.memagent import MemAgent, MemAgentConfig
+from longread.llm import lookup_decoding
 from longread.llm.factory import BackendSettings, make_backend, make_tokenizer
 from longread.llm.llamacpp import LlamaCppBackend
 
@@ -18,9 +19,10 @@ pytestmark = pytest.mark.model
 QUESTIONS = ["What is the special magic number?", "Which colour is the sky?"]
 
 
-def count_prefill(llama: Any) -> list[int]:
+def count_prefill(llama: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Per call, the prompt tokens llama.cpp decoded: the first ``eval`` of each ``generate``
-    (what ``Llama.generate`` did not find in the tokens kept from the previous call)."""
+    (what ``Llama.generate`` did not find in the tokens kept from the previous call), or of
+    each prefill of lookup decoding, which reuses the cache's prefix the same way."""
     computed: list[int] = []
     generate, evaluate = llama.generate, llama.eval
     pending = [False]
@@ -28,6 +30,14 @@ def count_prefill(llama: Any) -> list[int]:
     def counted_generate(*args: Any, **kwargs: Any) -> Iterator[int]:
         pending[0] = True
         return generate(*args, **kwargs)
+
+    prefill = lookup_decoding._prefill
+
+    def counted_prefill(*args: Any, **kwargs: Any) -> None:
+        pending[0] = True
+        prefill(*args, **kwargs)
+
+    monkeypatch.setattr(lookup_decoding, "_prefill", counted_prefill)
 
     def counted_eval(tokens: Any) -> None:
         if pending[0]:
@@ -39,13 +49,14 @@ def count_prefill(llama: Any) -> list[int]:
     return computed
 
 
-async def test_the_second_question_decodes_only_what_follows_the_shared_chunk():
-    settings = BackendSettings(backend="llamacpp", n_ctx=2048)
+@pytest.mark.parametrize("lookup", [False, True])
+async def test_the_second_question_decodes_only_what_follows_the_shared_chunk(lookup, monkeypatch):
+    settings = BackendSettings(backend="llamacpp", n_ctx=2048, lookup_decoding=lookup)
     backend = make_backend(settings)
     assert isinstance(backend, LlamaCppBackend)
     try:
         tokenizer = await make_tokenizer(backend, settings)
-        computed = count_prefill(backend.llama)
+        computed = count_prefill(backend.llama, monkeypatch)
         document = needle_document("4720519", repeats=40)
         second: dict[bool, list[tuple[int, int]]] = {}
         for section_first in (False, True):

@@ -98,7 +98,7 @@ def test_an_eval_run_with_the_probe_records_and_names_its_probe_adapter(probe_sh
         "probe": probe_shipped["probe"][1]
     }
     assert agent_labels([(tmp_path / "run", config)]) == [
-        "memagent + memory adapter grpo26b + probes memory adapter sft29q + lookup decoding"
+        "memagent + memory adapter grpo26b + probes memory adapter sft29q"
     ]
 
 

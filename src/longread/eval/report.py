@@ -284,8 +284,10 @@ def agent_labels(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
     """The agent's name (plus `` + <adapter>`` for a run with a LoRA adapter, so a trained
     model's rows stand beside the base model's), plus, where one such label ran with different
     agent configs, the settings that differ ("memagent (section_first True)"), or the run
-    folder's name when the configs cannot be compared setting by setting."""
-    names = [_model_agent(config) for _, config in runs]
+    folder's name when the configs cannot be compared setting by setting; `` + lookup
+    decoding`` where runs of one label decoded both ways (``_marked_lookup``)."""
+    names = [_adapter_name(config, config.get("backend") or {}) for _, config in runs]
+    names = _marked_lookup(names, [config for _, config in runs])
     configs: dict[str, list[Any]] = defaultdict(list)
     for name, (_, config) in zip(names, runs, strict=True):
         if config.get("agent_config") not in configs[name]:
@@ -327,12 +329,19 @@ def _differing(configs: list[Any], config: Any) -> str | None:
     return ", ".join(f"{k} {value(config, k)}" for k in differ)
 
 
-def _model_agent(config: dict[str, Any]) -> str:
-    """The agent and its model: the adapter (``_adapter_name``), and lookup decoding, which
-    may flip a near-tie and so is a run of its own (a backend setting, not the agent's)."""
-    backend = config.get("backend") or {}
-    name = _adapter_name(config, backend)
-    return f"{name} + lookup decoding" if backend.get("lookup_decoding") else name
+def _marked_lookup(names: list[str], configs: list[dict[str, Any]]) -> list[str]:
+    """``names`` with `` + lookup decoding`` on the runs that decoded with it, where runs of
+    the same name decoded both ways: lookup decoding may flip a near-tie, so such runs never
+    pool. Runs that all decoded one way keep the plain name (lookup decoding has been the
+    embedded default since stop 78; every run before read one token a step)."""
+    lookup = [bool((c.get("backend") or {}).get("lookup_decoding")) for c in configs]
+    ways: dict[str, set[bool]] = defaultdict(set)
+    for name, used in zip(names, lookup, strict=True):
+        ways[name].add(used)
+    return [
+        f"{name} + lookup decoding" if used and len(ways[name]) > 1 else name
+        for name, used in zip(names, lookup, strict=True)
+    ]
 
 
 def _adapter_name(config: dict[str, Any], backend: dict[str, Any]) -> str:
