@@ -11,10 +11,11 @@ Replays the model calls an eval run recorded in its traces (``RUN_DIR/traces/*.j
 step's messages, in order, samples in name order) greedily on two backends, one with
 ``lookup_decoding`` and one without, alternating which goes first. Each backend keeps its own
 KV cache across calls, as a run does. Reports, per run folder: calls, how many replies are the
-same text, decoded tokens, and the seconds of each path (whole calls, prefill included). Each
-call's budget is the run's (``memory_tokens``; ``final_tokens`` for the final answer,
-``probe_tokens`` for the exit probe's), and each reads with the adapter the run recorded for
-its kind of call (the exit probe's own adapter, say), unless ``--adapter`` names one for all.
+same text (and, by kind of call, how many differ), decoded tokens, and the seconds of each
+path (whole calls, prefill included). Each call's budget is the run's (``memory_tokens``;
+``final_tokens`` for the final answer, ``probe_tokens`` for the exit probe's), and each reads
+with the adapter the run recorded for its kind of call (the exit probe's own adapter, say),
+unless ``--adapter`` names one for all.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ async def replay(run: Path, args: argparse.Namespace) -> dict:
     pairs: dict[str | None, tuple[LlamaCppBackend, LlamaCppBackend]] = {}
     totals = {"plain": 0.0, "lookup": 0.0}
     same = tokens = 0
+    differ: dict[str, int] = {}  # kind of call -> replies whose text differs
     calls = recorded_calls(run, args.calls)
     for index, (messages, budget, kind) in enumerate(calls):
         kind_adapter = call_adapters.get(kind, adapter)
@@ -81,6 +83,8 @@ async def replay(run: Path, args: argparse.Namespace) -> dict:
             replies[name] = await backend.chat(messages, params)
             totals[name] += time.perf_counter() - start
         same += replies["plain"].text == replies["lookup"].text
+        if replies["plain"].text != replies["lookup"].text:
+            differ[kind] = differ.get(kind, 0) + 1
         tokens += replies["plain"].completion_tokens
     for pair in pairs.values():
         for backend in pair:
@@ -90,6 +94,7 @@ async def replay(run: Path, args: argparse.Namespace) -> dict:
         "adapter": args.adapter or "as recorded",
         "calls": len(calls),
         "same_replies": same,
+        "differ_by_kind": differ,
         "decoded_tokens": tokens,
         "plain_seconds": round(totals["plain"], 2),
         "lookup_seconds": round(totals["lookup"], 2),
