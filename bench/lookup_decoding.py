@@ -26,6 +26,7 @@ import json
 import time
 from pathlib import Path
 
+from longread.eval.sanitize import resolve_path
 from longread.llm.base import SamplingParams
 from longread.llm.llamacpp import LlamaCppBackend
 
@@ -52,7 +53,7 @@ def recorded_adapters(run: Path) -> tuple[str | None, dict[str, str]]:
     backend = json.loads((run / "config.json").read_text())["backend"]
 
     def path(recorded: str | None) -> str | None:
-        return None if recorded is None else str((run / recorded).resolve())
+        return None if recorded is None else str(resolve_path(recorded, run))
 
     calls = {kind: path(r["adapter"]) for kind, r in (backend.get("call_adapters") or {}).items()}
     return path(backend.get("adapter")), {kind: p for kind, p in calls.items() if p}
@@ -82,8 +83,9 @@ async def replay(run: Path, args: argparse.Namespace) -> dict:
             start = time.perf_counter()
             replies[name] = await backend.chat(messages, params)
             totals[name] += time.perf_counter() - start
-        same += replies["plain"].text == replies["lookup"].text
-        if replies["plain"].text != replies["lookup"].text:
+        if replies["plain"].text == replies["lookup"].text:
+            same += 1
+        else:
             differ[kind] = differ.get(kind, 0) + 1
         tokens += replies["plain"].completion_tokens
     for pair in pairs.values():

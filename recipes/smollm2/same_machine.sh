@@ -36,7 +36,8 @@ for cell in "${CELLS[@]}"; do
   name="memagent-adapter-${cell%_*}-${cell##*_}"
   for run in "results/v2/same-machine/$name" "results/v2/runs/$name-focused"; do
     if finished "$run" "$data"; then echo "$run: complete"; continue; fi
-    flags=(--adapter memory --exit-probe off --lookup-decoding off)  # as read before stop 70's default probe (and stop 78's lookup decoding)
+    # as read before stop 70's default probe and stop 78's lookup decoding
+    flags=(--adapter memory --exit-probe off --lookup-decoding off)
     case $run in *-focused) flags+=(--focused-notes on) ;; esac
     flock /tmp/longread-model.lock $LONGREAD eval run --data "$data" --agent memagent \
       "${flags[@]}" --out "$run" --concurrency 1
