@@ -43,8 +43,10 @@ from ..agents.memagent import (
 from ..agents.prompts import Prompts
 from ..data.evidence import evidence_sentences, split_sentences
 from ..data.records import Sample
+from ..errors import UsageError
 from ..llm.base import Message
 from ..text.chunking import Chunk
+from .distill import teacher_of
 from .episodes import TrainingRow
 
 if TYPE_CHECKING:  # torch only where rows are tokenised: the oracle's text stays light
@@ -61,6 +63,7 @@ class OracleTurn:
     takes_evidence: bool = False  # an update whose notes take in evidence from its section
     from_empty: bool = False  # an update shown empty notes: where a made-up answer starts
     follows_up: bool = False  # a MemReread decision that asks again after a round (history)
+    distilled: bool = False  # a teacher adapter's own reply (distill.py), never dropped
 
 
 # Longest run of filler sentences a noisy prompt adds to the notes (the shipped adapter's
@@ -96,11 +99,14 @@ async def oracle_episode(
     notes with filler added, also "yes" (notes that copied some noise still answer). With the
     update gate, ``keep_share`` < 1 teaches ``<keep/>`` to only that share of the sections
     without evidence (``rng`` draws which) and the papers' copy of the notes to the rest: all
-    ``<keep/>`` left no row that carries notes, and stage sft29g stopped carrying needles."""
+    ``<keep/>`` left no row that carries notes, and stage sft29g stopped carrying needles.
+    A sample with a teacher's updates (``distill.py``) gets those instead (``teacher_turns``)."""
     if section_first is None:
         section_first = agent.config.section_first
-    _, chunks = await agent.chunks(sample.question, sample.context)
     config = agent.config
+    if teacher_of(sample):
+        return teacher_turns(agent, sample)
+    _, chunks = await agent.chunks(sample.question, sample.context)
     reading = Reading(
         sample.question, evidence_sentences(sample), sample.answers, section_first,
         noise_rate, claim_rate, config.update_gate, config.exit_gate, config.gate_instructions,
@@ -110,6 +116,25 @@ async def oracle_episode(
     turns, memory = oracle_pass(prompts, chunks, reading, rng or random.Random(0))
     turns.append(oracle_final(prompts, sample.question, memory, sample.answers))
     return turns
+
+
+def teacher_turns(agent: MemAgent, sample: Sample) -> list[OracleTurn]:
+    """A self-distilled episode: each of the teacher's updates under ``agent``'s own update
+    prompt (the papers' order, with its gates' sentences), replied as the teacher replied. No
+    final turn: the teacher's notes need not hold the gold answer, and a final row would teach
+    the answer from notes that lack it."""
+    layout = replace(agent.config, section_first=False)
+    prompts = agent.config.prompts
+    return [
+        OracleTurn(
+            update_messages(sample.question, update["memory"], update["section"], prompts, layout),
+            update["reply"],
+            "update",
+            from_empty=update["memory"] == NO_MEMORY,
+            distilled=True,
+        )
+        for update in teacher_of(sample)
+    ]
 
 
 @dataclass(frozen=True)
@@ -389,6 +414,11 @@ async def _episode(
     from .oracle_rememr1 import rememr1_episode
     from .oracle_reread import reread_episode
 
+    if teacher_of(sample) and isinstance(reader, ReMemR1 | MemReread):
+        raise UsageError(
+            f"sample {sample.id}: a teacher's updates are memagent's; "
+            f"{type(reader).__name__} cannot train on them"
+        )
     if isinstance(reader, ReMemR1):
         episode = rememr1_episode(reader, sample, rememr1_thoughts, noise_rate, claim_rate, rng)
         return await episode or []
@@ -435,8 +465,9 @@ def _cap(reader: MemAgent, kind: str) -> int:
 
 def _dropped(turn: OracleTurn, update_share: float, rng: random.Random) -> bool:
     """Whether an update without evidence is left out (``update_share`` < 1); the draw is
-    made only then, so a share of 1 draws nothing and keeps earlier runs' noise draws."""
-    if update_share >= 1.0 or turn.kind != "update" or turn.takes_evidence:
+    made only then, so a share of 1 draws nothing and keeps earlier runs' noise draws. A
+    teacher's reply is never left out: those rows are few, and they are the point."""
+    if update_share >= 1.0 or turn.kind != "update" or turn.takes_evidence or turn.distilled:
         return False
     return rng.random() >= update_share
 
