@@ -1,7 +1,7 @@
 """Prompt-lookup decoding on the embedded model: the same calls with it and without it.
 
     .venv/bin/python bench/lookup_decoding.py RUN_DIR [RUN_DIR ...] [--calls 200] \
-        [--adapter FILE] [--out bench/results/lookup_decoding.jsonl]
+        [--adapter FILE] [--out bench/results/lookup_decoding.jsonl] [--differences FILE]
     .venv/bin/python bench/lookup_decoding.py --step-costs
 
 ``--step-costs`` prints what one ``llama_decode`` of k ids costs behind a 1,200-token context
@@ -15,7 +15,8 @@ same text (and, by kind of call, how many differ), decoded tokens, and the secon
 path (whole calls, prefill included). Each call's budget is the run's (``memory_tokens``;
 ``final_tokens`` for the final answer, ``probe_tokens`` for the exit probe's), and each reads
 with the adapter the run recorded for its kind of call (the exit probe's own adapter, say),
-unless ``--adapter`` names one for all.
+unless ``--adapter`` names one for all. ``--differences`` writes each call whose replies
+differ (both replies, and how many characters they share before they part).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ async def replay(run: Path, args: argparse.Namespace) -> dict:
     totals = {"plain": 0.0, "lookup": 0.0}
     same = tokens = 0
     differ: dict[str, int] = {}  # kind of call -> replies whose text differs
+    differences: list[dict] = []
     calls = recorded_calls(run, args.calls)
     for index, (messages, budget, kind) in enumerate(calls):
         kind_adapter = call_adapters.get(kind, adapter)
@@ -87,10 +89,14 @@ async def replay(run: Path, args: argparse.Namespace) -> dict:
             same += 1
         else:
             differ[kind] = differ.get(kind, 0) + 1
+            differences.append(difference(run, index, kind, replies))
         tokens += replies["plain"].completion_tokens
     for pair in pairs.values():
         for backend in pair:
             await backend.aclose()
+    if args.differences:
+        with args.differences.open("a") as out:
+            out.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in differences)
     return {
         "run": run.name,
         "adapter": args.adapter or "as recorded",
@@ -101,6 +107,23 @@ async def replay(run: Path, args: argparse.Namespace) -> dict:
         "plain_seconds": round(totals["plain"], 2),
         "lookup_seconds": round(totals["lookup"], 2),
         "speedup": round(totals["plain"] / max(totals["lookup"], 1e-9), 3),
+    }
+
+
+def difference(run: Path, index: int, kind: str, replies: dict) -> dict:
+    """One call whose two replies differ: where they part, and both replies whole."""
+    plain, lookup = replies["plain"].text, replies["lookup"].text
+    pairs = zip(plain, lookup, strict=False)  # up to the shorter reply
+    shared = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(plain), len(lookup)))
+    return {
+        "run": run.name,
+        "call": index,
+        "kind": kind,
+        "shared_chars": shared,
+        "plain": plain,
+        "lookup": lookup,
+        "plain_tokens": replies["plain"].completion_tokens,
+        "lookup_tokens": replies["lookup"].completion_tokens,
     }
 
 
@@ -134,6 +157,9 @@ def main() -> None:
         "--adapter", help="LoRA adapter for every call (default: the ones the run recorded)"
     )
     parser.add_argument("--out", type=Path, help="append one JSON row per run here")
+    parser.add_argument(
+        "--differences", type=Path, help="append each call whose replies differ here (JSONL)"
+    )
     args = parser.parse_args()
     if args.step_costs:
         step_costs()

@@ -21,6 +21,7 @@
 # as shipped with its format's grammar (issue 28: replies well formed on held-out wordings?),
 # CELLS=grammaragain three of them again (the seconds of greedy decoding that checks its pick);
 # CELLS=updateagain the default's HotpotQA 8K cell again, on the update gate cell's kind of CPU;
+# CELLS=updategate29y stage sft29y's update gate (HotpotQA self-distilled) on HotpotQA, then needles;
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -481,6 +482,18 @@ fi
 # change with the kernels), so that `longread eval compare` pairs the update gate on one kind.
 if [ "$CELLS" = updateagain ]; then  # not in CELLS=all: a rerun
   cell memagent adapter hotpotqa 8192 probe-on+grounded+again
+fi
+# Issue 29 (CELLS=updategate29y): stage sft29y (sft29x with HotpotQA rows self-distilled from
+# the shipped adapter's own replies) read as CELLS=updategate reads sft29x; HotpotQA first (the
+# set sft29x lost), each beside the default's cell read again on this kind of CPU (`+again`),
+# then the needle sets. Needs recipes/smollm2/runs/sft29y/adapter.gguf (`.venv/bin/python
+# recipes/smollm2/export_stage.py sft29y` on a fresh clone).
+if [ "$CELLS" = updategate29y ]; then  # not in CELLS=all: a candidate's check
+  how=keep+notes+focused+exact+reread+probe-on+grounded+probe-shipped
+  cell memagent sft29y hotpotqa 8192 "$how"
+  cell memagent sft29y hotpotqa 16384 "$how"
+  cell memagent adapter hotpotqa 16384 probe-on+grounded+again
+  for length in 8192 16384 32768; do cell memagent sft29y ruler_niah_single_2 "$length" "$how"; done
 fi
 trap - EXIT
 record_session
