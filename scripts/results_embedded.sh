@@ -22,6 +22,7 @@
 # CELLS=grammaragain three of them again (the seconds of greedy decoding that checks its pick);
 # CELLS=updateagain the default's HotpotQA 8K cell again, on the update gate cell's kind of CPU;
 # CELLS=updategate29y stage sft29y's update gate (HotpotQA self-distilled) on HotpotQA, then needles;
+# CELLS=gateprompt the shipped default with the update gate's prompt on HotpotQA 8K (a diagnosis);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -494,6 +495,12 @@ if [ "$CELLS" = updategate29y ]; then  # not in CELLS=all: a candidate's check
   cell memagent sft29y hotpotqa 16384 "$how"
   cell memagent adapter hotpotqa 16384 probe-on+grounded+again
   for length in 8192 16384 32768; do cell memagent sft29y ruler_niah_single_2 "$length" "$how"; done
+fi
+# Issue 29 (CELLS=gateprompt): the shipped default read with the update gate on, i.e. the
+# update prompt with the gate's sentence, which its adapter never trained on: does the prompt
+# alone move HotpotQA's notes (sft29x and sft29y both lost there)? Pairs with `+again`.
+if [ "$CELLS" = gateprompt ]; then  # not in CELLS=all: a diagnosis
+  cell memagent adapter hotpotqa 8192 probe-on+grounded+keep
 fi
 trap - EXIT
 record_session
