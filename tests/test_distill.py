@@ -119,3 +119,15 @@ async def test_the_recipe_writes_distilled_samples(tmp_path):
     (run / "traces" / "s1.json").unlink()
     failed = subprocess.run(command, capture_output=True, text=True)
     assert failed.returncode != 0 and "1 of 1 samples have no trace" in failed.stderr
+
+
+def test_only_memagent_trains_on_a_teachers_updates():
+    """A teacher's updates are memagent's prompts and replies: a ReMemR1 stage given such a
+    sample is refused, naming the sample, rather than trained on its own oracle."""
+    from longread.agents.rememr1 import ReMemR1, ReMemR1Config
+
+    trace = asyncio.run(teacher_trace(["a", "b"]))
+    distilled = Sample(**distilled_record(SAMPLE, trace, Prompts()))
+    agent = ReMemR1(ScriptedBackend([]), WordTokenizer(), ReMemR1Config(chunk_tokens=400))
+    with pytest.raises(UsageError, match="s1"):
+        oracle_rows(agent, CharPolicy(), [distilled])
