@@ -70,16 +70,12 @@ def test_distilled_rows_train_the_teachers_replies_under_the_gate_prompt():
     )
     turns = asyncio.run(oracle_episode(gated, distilled))
     assert [t.reply for t in turns] == replies and {t.kind for t in turns} == {"update"}
-    section = trace_section(trace, 1)
+    section = teacher_updates(trace, Prompts())[1]["section"]
     expected = update_messages(SAMPLE.question, "Hills.", section, None, gated.config)
     assert turns[1].messages == expected and "<keep/>" in expected[-1]["content"]
     rows = oracle_rows(gated, CharPolicy(), [distilled], update_share=0.01)
     assert [bytes(r.completion_ids[:-1]).decode() for r in rows] == replies
     assert not any(r.is_final for r in rows)
-
-
-def trace_section(trace: dict, index: int) -> str:
-    return teacher_updates(trace, Prompts())[index]["section"]
 
 
 @pytest.mark.parametrize("option", ["section_first", "update_gate"])

@@ -64,7 +64,7 @@ def split_update_prompt(content: str, question: str, prompts: Prompts) -> tuple[
     inner = content[len(head) : len(content) - len(tail)]
     memory, _, section = inner.partition(middle)
     rebuilt = update_messages(question, memory, section, prompts)
-    if not content.startswith(head) or rebuilt[-1]["content"] != content:
+    if rebuilt[-1]["content"] != content:  # also a prompt of another layout or set
         raise UsageError(f"an update prompt of {question!r} is not the papers' update prompt")
     return memory, section
 
