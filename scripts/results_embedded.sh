@@ -23,6 +23,8 @@
 # CELLS=updateagain the default's HotpotQA 8K cell again, on the update gate cell's kind of CPU;
 # CELLS=updategate29y stage sft29y's update gate (HotpotQA self-distilled) on HotpotQA, then needles;
 # CELLS=gateprompt the shipped default with the update gate's prompt on HotpotQA 8K (a diagnosis);
+# CELLS=hotpotqa50 those three HotpotQA 8K readings on the other 30 questions of the evaluation
+# pool, so that they pair on all 50 (issue 29);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -94,6 +96,18 @@ sets() {  # build every set once, seed 0 (training sets use seeds from 1001)
         --distractor-order mixed  # the committed sets (stop 59); "same" has no first-code shortcut
   done
   same_order_chains  # since stop 62
+}
+
+hotpotqa_rest() {  # the evaluation pool's other 30 questions at 8K: samples 21-50 of its N=50 set
+  local tmp
+  [ -f "$DATA/hotpotqa_rest_8192.jsonl" ] && return
+  tmp=$(mktemp -d)
+  $LONGREAD data hotpotqa --input "$HOTPOTQA" --lengths 8192 --n 50 --seed 0 --out "$tmp"
+  # the N=20 set is the first 20 lines of the N=50 one (checked here, or the pairs would overlap)
+  head -n 20 "$tmp/hotpotqa_8192.jsonl" | cmp -s - "$DATA/hotpotqa_8192.jsonl" ||
+    { echo "hotpotqa_rest: the N=20 set is not the start of the N=50 one" >&2; exit 1; }
+  tail -n +21 "$tmp/hotpotqa_8192.jsonl" > "$DATA/hotpotqa_rest_8192.jsonl"
+  rm -rf "$tmp"
 }
 
 same_order_chains() {  # the reversed chains, every distractor chain reversed too: no shortcut
@@ -501,6 +515,15 @@ fi
 # alone move HotpotQA's notes (sft29x and sft29y both lost there)? Pairs with `+again`.
 if [ "$CELLS" = gateprompt ]; then  # not in CELLS=all: a diagnosis
   cell memagent adapter hotpotqa 8192 probe-on+grounded+keep
+fi
+# Issue 29 (CELLS=hotpotqa50): at N=20 the update gate's HotpotQA 8K pairs (5, 3 and 2 of 20)
+# cannot be told apart, so the same three readings read the pool's other 30 questions; pair them
+# with `longread eval compare` over both sets (its pooled row). Needs sft29y as CELLS=updategate29y.
+if [ "$CELLS" = hotpotqa50 ]; then  # not in CELLS=all: a candidate's check
+  hotpotqa_rest
+  cell memagent adapter hotpotqa_rest 8192 probe-on+grounded+again
+  cell memagent adapter hotpotqa_rest 8192 probe-on+grounded+keep
+  cell memagent sft29y hotpotqa_rest 8192 keep+notes+focused+exact+reread+probe-on+grounded+probe-shipped
 fi
 trap - EXIT
 record_session
