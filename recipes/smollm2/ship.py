@@ -3,11 +3,13 @@
     .venv/bin/python recipes/smollm2/ship.py grpo     # or sft1k: the stage whose adapter ships
     .venv/bin/python recipes/smollm2/ship.py sft29q --reads-with focused_notes  # and options
     .venv/bin/python recipes/smollm2/ship.py sft28w --agent memreread --calls decide integrate
+    .venv/bin/python recipes/smollm2/ship.py sft29y --update-gate --reads-with focused_notes
 
 Copies ``recipes/smollm2/runs/<stage>/adapter.gguf`` into ``src/longread/adapters/`` (as the
 shared memory adapter, or with ``--agent`` as that agent's own: ``smollm2-135m-<agent>.gguf``,
 which that agent reads with in place of the shared one: for all its calls, or with ``--calls``
-for those kinds of call only) and writes
+for those kinds of call only; or with ``--update-gate`` as the adapter memagent's and
+memreread's updates read with under ``--update-gate on``) and writes
 the JSON beside it (for the stage shipped now with no run folder, only its ``--reads-with``
 changes): the agent settings the adapter was trained with (``trained_with``: ask, eval
 and serve read with them), the recipe (every stage up to this one, with its resolved config,
@@ -31,6 +33,7 @@ from typing import Any
 from longread.agents.registry import AGENTS
 from longread.eval.report import load_runs
 from longread.llm.memory_adapter import (
+    GATE_ADAPTER_FILE,
     MEMORY_ADAPTER_FILE,
     agent_adapter_file,
     memory_adapter_provenance,
@@ -73,7 +76,15 @@ def main() -> None:
         help="with --agent: the kinds of call the adapter takes (MemReread's decisions: "
         "decide integrate); the agent's other calls keep the shared adapter",
     )
+    parser.add_argument(
+        "--update-gate",
+        action="store_true",
+        help="ship it as the update gate's adapter: memagent's and memreread's updates read "
+        "with it under --update-gate on, the shared one otherwise",
+    )
     args = parser.parse_args()
+    if args.update_gate and args.agent:
+        parser.error("--update-gate ships the adapter for every agent with the gate; drop --agent")
     if args.calls and not args.agent:
         parser.error("--calls needs --agent")
     if args.agent and any(o not in AGENTS[args.agent].option_names() for o in args.reads_with):
@@ -82,6 +93,7 @@ def main() -> None:
     reads_with = [option for option in READING_OPTIONS if option in args.reads_with]
     run = RECIPE / "runs" / stage
     target = TARGET.with_name(agent_adapter_file(args.agent)) if args.agent else TARGET
+    target = TARGET.with_name(GATE_ADAPTER_FILE) if args.update_gate else target
     record = target.with_suffix(".json")
     before = json.loads(record.read_text()) if record.is_file() else {}
     if not (run / "adapter.gguf").is_file():
@@ -99,10 +111,12 @@ def main() -> None:
     shutil.copyfile(run / "adapter.gguf", target)
     command = f"recipes/smollm2/ship.py {stage}" + (f" --agent {args.agent}" if args.agent else "")
     command += f" --calls {' '.join(args.calls)}" if args.calls else ""
+    command += " --update-gate" if args.update_gate else ""
     provenance = {
         "adapter": target.name,
         "agent": args.agent,  # None: the shared adapter, for every agent without its own
         "calls": args.calls,  # None: all the agent's calls
+        "update_gate": args.update_gate,  # True: read under --update-gate on only
         "stage": stage,
         "sha256": sha256(target),
         "trained_with": trained_settings(load_config(RECIPE / f"{stage}.toml").agent).to_dict(),

@@ -19,7 +19,7 @@ from ..agents.prompts import PROMPT_SETS
 from ..agents.registry import AGENTS
 from ..errors import UsageError
 from ..llm.factory import DECISION_CALLS, PROBE_CALLS, BackendSettings
-from ..llm.memory_adapter import MEMORY_ADAPTER_FILE, is_bundled
+from ..llm.memory_adapter import GATE_ADAPTER_FILE, MEMORY_ADAPTER_FILE, is_bundled
 from ..llm.trained_settings import MEMORY_OPTIONS, TrainedSettings, read_trained_settings
 
 T = TypeVar("T")
@@ -318,6 +318,7 @@ def backend_settings(options: dict[str, Any], agent: str | None = None) -> Backe
         parallel=options.pop("parallel"),
         lookup_decoding=options.pop("lookup_decoding"),
         agent=agent,
+        update_gate=bool(options.get("update_gate")),  # an agent flag, left in options
         call_adapters=given_call_adapters(
             options.pop("decision_adapter", None), options.pop("probe_adapter", None)
         ),
@@ -389,6 +390,8 @@ def adapter_name(adapter: str) -> str:
         return f"the adapter {adapter}"
     if Path(adapter).name == MEMORY_ADAPTER_FILE:
         return "the memory adapter"
+    if Path(adapter).name == GATE_ADAPTER_FILE:
+        return "the update gate's memory adapter"
     agent = Path(adapter).stem.removeprefix("smollm2-135m-")
     return f"{agent}'s memory adapter"
 

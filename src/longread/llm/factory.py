@@ -54,6 +54,9 @@ class BackendSettings:
     # The agent the backend serves: on the bundled model it gets its own shipped adapter
     # where one ships (memory_adapter.bundled_memory_adapter); None: the shared one.
     agent: str | None = None
+    # --update-gate on: the agent's updates read with the shipped adapter trained for the gate
+    # where one ships (memory_adapter.bundled_gate_adapter), in place of the shared one.
+    update_gate: bool = False
     # Step kind -> LoRA adapter GGUF for those calls only (the embedded model, loaded once
     # more per adapter): --decision-adapter's decide and integrate calls, --probe-adapter's
     # probe calls. They take those kinds from the agent's own shipped adapter, if any.
@@ -115,7 +118,9 @@ class BackendSettings:
         ``--adapter``, else the shipped memory adapter on the bundled model), or None."""
         from .memory_adapter import applied_adapter
 
-        adapter = applied_adapter(self.gguf, self.adapter, self.base_model, self.agent)
+        adapter = applied_adapter(
+            self.gguf, self.adapter, self.base_model, self.agent, self.update_gate
+        )
         return str(adapter) if adapter else None
 
     def applied_call_adapters(self) -> dict[str, str]:

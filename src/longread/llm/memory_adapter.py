@@ -16,6 +16,11 @@ it in place of the shared one, by default and for ``--adapter memory``. The othe
 the shared one. An own adapter whose record names ``calls`` (MemReread's: ``["decide",
 "integrate"]``) applies to those calls only (``bundled_call_adapters``); the agent's other
 calls keep the shared one.
+
+An adapter trained for the update gate (``smollm2-135m-update-gate.gguf``: its updates may
+reply ``<keep/>``) takes the shared one's place for the agents that read memagent's updates
+(memagent, memreread) when ``--update-gate on`` is given and no other adapter is: the shared
+adapter never learnt the tag, so with it the gate would only add a sentence to the prompt.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from typing import Any
 from ..errors import UsageError
 
 MEMORY_ADAPTER_FILE = "smollm2-135m-memory.gguf"
+GATE_ADAPTER_FILE = "smollm2-135m-update-gate.gguf"
+# the agents whose updates are memagent's, where a <keep/> reply is read (agents/gates.py)
+GATE_AGENTS = ("memagent", "memreread")
 MEMORY_ADAPTER_NAME = "memory"  # --adapter memory: the shipped adapter
 DEFAULT_ON = True  # applied to the bundled model without being asked
 
@@ -50,6 +58,13 @@ def bundled_memory_adapter(agent: str | None = None) -> Path | None:
         return own
     path = adapters_folder() / MEMORY_ADAPTER_FILE
     return path if path.is_file() else None
+
+
+def bundled_gate_adapter(agent: str | None) -> Path | None:
+    """The shipped adapter trained for the update gate, for ``agent``'s updates; None for an
+    agent whose updates are not memagent's, or in a build that ships none."""
+    path = adapters_folder() / GATE_ADAPTER_FILE
+    return path if agent in GATE_AGENTS and path.is_file() else None
 
 
 def bundled_call_adapters(agent: str | None) -> dict[str, Path]:
@@ -125,23 +140,31 @@ def memory_adapter_stage(sha256: str | None) -> str | None:
 
 
 def applied_adapter(
-    gguf: str | Path | None, adapter: str | Path | None, base_model: bool, agent: str | None = None
+    gguf: str | Path | None,
+    adapter: str | Path | None,
+    base_model: bool,
+    agent: str | None = None,
+    update_gate: bool = False,
 ) -> Path | str | None:
     """The adapter the embedded backend applies: ``adapter`` when given (``"memory"``: the
     shipped one ``agent`` reads with; ``"memory:AGENT"``: the one AGENT reads with); else,
     with ``DEFAULT_ON``, the shipped one on the bundled model (``gguf`` None) unless
-    ``base_model``; else none."""
+    ``base_model``; else none. With ``update_gate`` the shipped one is the update gate's
+    (``bundled_gate_adapter``) where one ships for ``agent``."""
     if adapter and base_model:
         raise UsageError("--base-model runs the model without any adapter; drop --adapter")
-    if adapter == MEMORY_ADAPTER_NAME or (adapter and _names_an_agent(adapter)):
+    if adapter and _names_an_agent(adapter):
         # "memory:memagent": the adapter that agent reads with, for another agent's calls
-        owner = str(adapter).partition(":")[2] or agent
-        shipped = bundled_memory_adapter(owner)
-        if shipped is None:
-            raise UsageError("this build of longread ships no memory adapter")
-        return shipped
-    if adapter:
-        return adapter
-    if DEFAULT_ON and gguf is None and not base_model:
-        return bundled_memory_adapter(agent)
-    return None
+        return _shipped(bundled_memory_adapter(str(adapter).partition(":")[2]))
+    if adapter == MEMORY_ADAPTER_NAME or (not adapter and DEFAULT_ON and gguf is None):
+        if base_model:
+            return None
+        gate = bundled_gate_adapter(agent) if update_gate else None
+        return gate or _shipped(bundled_memory_adapter(agent), asked=bool(adapter))
+    return adapter or None
+
+
+def _shipped(path: Path | None, asked: bool = True) -> Path | None:
+    if path is None and asked:
+        raise UsageError("this build of longread ships no memory adapter")
+    return path
