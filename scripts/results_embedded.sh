@@ -24,7 +24,8 @@
 # CELLS=updategate29y stage sft29y's update gate (HotpotQA self-distilled) on HotpotQA, then needles;
 # CELLS=gateprompt the shipped default with the update gate's prompt on HotpotQA 8K (a diagnosis);
 # CELLS=hotpotqa50 those three HotpotQA 8K readings on the other 30 questions of the evaluation
-# pool, so that they pair on all 50 (issue 29);
+# pool, so that they pair on all 50 (issue 29); CELLS=gateneedles stage sft29y's update gate on
+# niah_single_2 at 8K, 16K and 32K (issue 29: may it ship as the gate's adapter?);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -202,7 +203,12 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
   # step, and a cell without `lookup` still does, so that it resumes as it began
   case "+$how+" in *+lookup+*) ;; *) flags+=(--lookup-decoding off) ;; esac
   [ "$model" = base ] && flags+=(--base-model)
-  [ "$model" = adapter ] && flags+=(--adapter memory)
+  # an `adapter` cell with the update gate on (`keep`) is the shared adapter shown the gate's
+  # sentence, as it was before the gate got an adapter of its own
+  case "$model:+$how+" in
+    adapter:*+keep+*) flags+=(--adapter memory:memagent) ;;
+    adapter:*) flags+=(--adapter memory) ;;
+  esac
   [ "$model" = shared ] && flags+=(--adapter memory:memagent)  # the shared adapter, any agent
   case $model in adapter | base | shared) ;; *) flags+=(--adapter "recipes/smollm2/runs/$model/adapter.gguf") ;; esac
   "${runner[@]}" eval run --data "$data" --agent "$agent" "${flags[@]}" --out "$out" \
@@ -524,6 +530,14 @@ if [ "$CELLS" = hotpotqa50 ]; then  # not in CELLS=all: a candidate's check
   cell memagent adapter hotpotqa_rest 8192 probe-on+grounded+again
   cell memagent adapter hotpotqa_rest 8192 probe-on+grounded+keep
   cell memagent sft29y hotpotqa_rest 8192 keep+notes+focused+exact+reread+probe-on+grounded+probe-shipped
+fi
+# Issue 29 (CELLS=gateneedles): sft29y read as CELLS=updategate29y reads it, on the needle sets
+# only (its HotpotQA cells are CELLS=hotpotqa50's).
+if [ "$CELLS" = gateneedles ]; then  # not in CELLS=all: a candidate's check
+  for length in 8192 16384 32768; do
+    cell memagent sft29y ruler_niah_single_2 "$length" \
+      keep+notes+focused+exact+reread+probe-on+grounded+probe-shipped
+  done
 fi
 trap - EXIT
 record_session
