@@ -5,6 +5,10 @@ adapter it had."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+
+import gguf
 import pytest
 
 from longread.cli.options import adapter_trained_settings, backend_settings
@@ -97,3 +101,20 @@ def test_serve_with_the_gate_on_gives_memagent_and_memreread_its_backend(shipped
     assert sorted(prepared.own) == ["memagent", "memreread", "rememr1"]
     assert str(prepared.own["memagent"].adapter_path) == shipped["gate"]
     assert prepared.own["memreread"] is prepared.own["memagent"]  # one model per adapter
+
+
+def test_the_package_ships_sft29y_as_the_gate_s_adapter_with_its_provenance():
+    """Issue 29, stop 80: the adapter trained for the gate is a llama.cpp LoRA recorded as the
+    others are (hash, the stages that made it), read with the gate on only."""
+    gate = memory_adapter.bundled_gate_adapter("memagent")
+    assert gate is not None and gate.name == GATE_ADAPTER_FILE
+    reader = gguf.GGUFReader(gate)
+    kind = reader.fields["general.type"]
+    assert bytes(kind.parts[kind.data[0]]).decode() == "adapter"
+    record = json.loads(gate.with_suffix(".json").read_text(encoding="utf-8"))
+    assert record["sha256"] == "sha256:" + hashlib.sha256(gate.read_bytes()).hexdigest()
+    assert record["update_gate"] and record["trained_with"]["update_gate"]
+    stages = [s["stage"] for s in record["stages"]]
+    assert stages[-1] == record["stage"] == "sft29y" and "grpo26b" in stages
+    assert BackendSettings(agent="memagent", update_gate=True).applied_adapter() == str(gate)
+    assert BackendSettings(agent="memagent").applied_adapter() != str(gate)
