@@ -35,6 +35,21 @@ def ship(folder: Path, file: str, record: dict) -> tuple[Path, str]:
     return adapter, sha
 
 
+def shared_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, tuple[Path, str]]:
+    """A build folder, in place of the package's, shipping the shared adapter (memagent's
+    training, stage grpo26b) and no server to talk to: the folder and that adapter."""
+    folder = tmp_path / "adapters"
+    folder.mkdir()
+    shared = ship(
+        folder, MEMORY_ADAPTER_FILE,
+        {"stage": "grpo26b", "trained_with": {"agent": "memagent", **TRAINED}},
+    )  # fmt: skip
+    monkeypatch.setattr(memory_adapter, "adapters_folder", lambda: folder)
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return folder, shared
+
+
 @pytest.fixture
 def shipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[Path, str]]:
     """A build shipping the shared adapter (memagent's training) and memreread's own."""

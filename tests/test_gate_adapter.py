@@ -17,23 +17,17 @@ from longread.llm import memory_adapter
 from longread.llm.factory import BackendSettings
 from longread.llm.memory_adapter import (
     GATE_ADAPTER_FILE,
-    MEMORY_ADAPTER_FILE,
     agent_adapter_file,
     memory_adapter_stage,
 )
 
-from .test_agent_adapters import TRAINED, ship
+from .test_agent_adapters import TRAINED, shared_build, ship
 
 
 @pytest.fixture
 def shipped(tmp_path, monkeypatch):
     """A build shipping the shared adapter, the update gate's and rememr1's own."""
-    folder = tmp_path / "adapters"
-    folder.mkdir()
-    shared = ship(
-        folder, MEMORY_ADAPTER_FILE,
-        {"stage": "grpo26b", "trained_with": {"agent": "memagent", **TRAINED}},
-    )  # fmt: skip
+    folder, shared = shared_build(tmp_path, monkeypatch)
     gate = ship(
         folder, GATE_ADAPTER_FILE,
         {"stage": "sft29y", "update_gate": True,
@@ -44,9 +38,6 @@ def shipped(tmp_path, monkeypatch):
         folder, agent_adapter_file("rememr1"),
         {"stage": "sft28q", "agent": "rememr1", "trained_with": {"agent": "rememr1", **TRAINED}},
     )  # fmt: skip
-    monkeypatch.setattr(memory_adapter, "adapters_folder", lambda: folder)
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
     return {"shared": str(shared[0]), "gate": str(gate[0]), "own": str(own[0]), "sha": gate[1]}
 
 

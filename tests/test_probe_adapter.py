@@ -16,14 +16,13 @@ from longread.cli.main import cli
 from longread.cli.options import with_trained_settings, without_idle_calls
 from longread.cli.serve import _Prepared, _trained_defaults
 from longread.errors import UsageError
-from longread.llm import memory_adapter
 from longread.llm.base import Message
 from longread.llm.factory import BackendSettings
-from longread.llm.memory_adapter import MEMORY_ADAPTER_FILE, agent_adapter_file
+from longread.llm.memory_adapter import agent_adapter_file
 from longread.text.chunking import Chunk
 
 from .scripted import ScriptedBackend, WordTokenizer
-from .test_agent_adapters import TRAINED, ship
+from .test_agent_adapters import TRAINED, shared_build, ship
 
 PROBES = ["probe"]
 
@@ -32,20 +31,12 @@ PROBES = ["probe"]
 def probe_shipped(tmp_path, monkeypatch):
     """A build shipping the shared adapter and memagent's own for its probe calls only,
     trained with the exit probe on."""
-    folder = tmp_path / "adapters"
-    folder.mkdir()
-    shared = ship(
-        folder, MEMORY_ADAPTER_FILE,
-        {"stage": "grpo26b", "trained_with": {"agent": "memagent", **TRAINED}},
-    )  # fmt: skip
+    folder, shared = shared_build(tmp_path, monkeypatch)
     probe = ship(
         folder, agent_adapter_file("memagent"),
         {"stage": "sft29q", "agent": "memagent", "calls": PROBES,
          "trained_with": {"agent": "memagent", **TRAINED, "exit_probe": True}},
     )  # fmt: skip
-    monkeypatch.setattr(memory_adapter, "adapters_folder", lambda: folder)
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
     return {"shared": shared, "probe": probe}
 
 
