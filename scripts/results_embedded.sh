@@ -25,7 +25,8 @@
 # CELLS=gateprompt the shipped default with the update gate's prompt on HotpotQA 8K (a diagnosis);
 # CELLS=hotpotqa50 those three HotpotQA 8K readings on the other 30 questions of the evaluation
 # pool, so that they pair on all 50 (issue 29); CELLS=gateneedles stage sft29y's update gate on
-# niah_single_2 at 8K, 16K and 32K (issue 29: may it ship as the gate's adapter?);
+# niah_single_2 at 8K, 16K and 32K (issue 29: may it ship as the gate's adapter?), and
+# CELLS=gateagain the default's 16K cell again beside them, for seconds on one machine;
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -538,6 +539,9 @@ if [ "$CELLS" = gateneedles ]; then  # not in CELLS=all: a candidate's check
     cell memagent sft29y ruler_niah_single_2 "$length" \
       keep+notes+focused+exact+reread+probe-on+grounded+probe-shipped
   done
+fi
+if [ "$CELLS" = gateagain ]; then  # not in CELLS=all: a rerun
+  cell memagent adapter ruler_niah_single_2 16384 probe-on+grounded+again
 fi
 trap - EXIT
 record_session
