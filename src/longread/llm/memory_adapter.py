@@ -165,6 +165,8 @@ def applied_adapter(
 
 
 def _shipped(path: Path | None, asked: bool = True) -> Path | None:
+    """``path``; a UsageError where it is None though ``asked`` for by name (``--adapter
+    memory``): a build without a shipped adapter says so, not runs without one."""
     if path is None and asked:
         raise UsageError("this build of longread ships no memory adapter")
     return path
