@@ -27,6 +27,7 @@
 # pool, so that they pair on all 50 (issue 29); CELLS=gateneedles stage sft29y's update gate on
 # niah_single_2 at 8K, 16K and 32K (issue 29: may it ship as the gate's adapter?), and
 # CELLS=gateagain the default's 16K cell again beside them, for seconds on one machine;
+# CELLS=gaterest the update gate as shipped on a held-out wording and under memreread;
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -141,9 +142,9 @@ sys.exit(0 if done >= sum(1 for line in open(sys.argv[2]) if line.strip()) else 
 PY
 }
 
-cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (--adapter
+cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared, gate or base (--adapter
   # memory: the agent's own shipped adapter, else the shared one; --adapter memory:memagent:
-  # the shared one; --base-model) or a recipe stage; HOW: section-first (with --section-first), exit-on /
+  # the shared one; --adapter memory --update-gate on: the gate's; --base-model) or a recipe stage; HOW: section-first (with --section-first), exit-on /
   # exit-off (--exit-gate on/off), probe-on / probe-off (--exit-probe on/off), grounded
   # (--grounded-exit on; an exit on without it reads --grounded-exit off), notes
   # (--grounded-notes on), focused (--focused-notes on), exact (--exact-copies on), reread
@@ -205,13 +206,15 @@ cell() {  # cell AGENT MODEL SET LENGTH [HOW]; MODEL: adapter, shared or base (-
   case "+$how+" in *+lookup+*) ;; *) flags+=(--lookup-decoding off) ;; esac
   [ "$model" = base ] && flags+=(--base-model)
   # an `adapter` cell with the update gate on (`keep`) is the shared adapter shown the gate's
-  # sentence, as it was before the gate got an adapter of its own
+  # sentence, as it was before the gate got an adapter of its own; a `gate` cell is what
+  # `--update-gate on` reads with now: the gate's shipped adapter for the updates (stop 80)
   case "$model:+$how+" in
     adapter:*+keep+*) flags+=(--adapter memory:memagent) ;;
     adapter:*) flags+=(--adapter memory) ;;
+    gate:*) flags+=(--adapter memory --update-gate on) ;;
   esac
   [ "$model" = shared ] && flags+=(--adapter memory:memagent)  # the shared adapter, any agent
-  case $model in adapter | base | shared) ;; *) flags+=(--adapter "recipes/smollm2/runs/$model/adapter.gguf") ;; esac
+  case $model in adapter | base | shared | gate) ;; *) flags+=(--adapter "recipes/smollm2/runs/$model/adapter.gguf") ;; esac
   "${runner[@]}" eval run --data "$data" --agent "$agent" "${flags[@]}" --out "$out" \
     --concurrency 1
 }
@@ -542,6 +545,15 @@ if [ "$CELLS" = gateneedles ]; then  # not in CELLS=all: a candidate's check
 fi
 if [ "$CELLS" = gateagain ]; then  # not in CELLS=all: a rerun
   cell memagent adapter ruler_niah_single_2 16384 probe-on+grounded+again
+fi
+# Issue 29 (CELLS=gaterest): the update gate as shipped (`gate`: --update-gate on, its own
+# adapter) where it was not measured: a held-out wording in held-out prose, and memreread's first
+# pass (its decide and integrate calls on memreread's own adapter), each paired by answers with
+# the gate-off cells (`memagent adapter ... probe-on+grounded`, `memreread sft28z ...`).
+if [ "$CELLS" = gaterest ]; then  # not in CELLS=all: a candidate's check
+  cell memagent gate unseen-van 8192 probe-on+grounded
+  cell memreread gate ruler_niah_single_2 8192
+  cell memreread gate chains_reversed_same 8192
 fi
 trap - EXIT
 record_session

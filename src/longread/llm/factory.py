@@ -133,7 +133,8 @@ class BackendSettings:
         applied = {}
         shipped = self.adapter == MEMORY_ADAPTER_NAME or (not self.adapter and self.gguf is None)
         if shipped and not self.base_model and self.resolved_backend() == "llamacpp":
-            applied = {kind: str(path) for kind, path in bundled_call_adapters(self.agent).items()}
+            own = bundled_call_adapters(self.agent, self.update_gate)
+            applied = {kind: str(path) for kind, path in own.items()}
         applied.update(self.call_adapters or {})
         return {kind: path for kind, path in applied.items() if kind not in self.idle_calls}
 
