@@ -28,6 +28,9 @@
 # niah_single_2 at 8K, 16K and 32K (issue 29: may it ship as the gate's adapter?), and
 # CELLS=gateagain the default's 16K cell again beside them, for seconds on one machine;
 # CELLS=gaterest the update gate as shipped on a held-out wording and under memreread;
+# CELLS=vt RULER's variable tracking at 4K, the model as released and each shipped agent;
+# CELLS=exit64again the exit probe on and off at 64K again, for seconds on one machine;
+# CELLS=cost26 stage 1e as it shipped against today's default at 32K, for seconds (issue 26);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -110,6 +113,15 @@ hotpotqa_rest() {  # the evaluation pool's other 30 questions at 8K: samples 21-
   head -n 20 "$tmp/hotpotqa_8192.jsonl" | cmp -s - "$DATA/hotpotqa_8192.jsonl" ||
     { echo "hotpotqa_rest: the N=20 set is not the start of the N=50 one" >&2; exit 1; }
   tail -n +21 "$tmp/hotpotqa_8192.jsonl" > "$DATA/hotpotqa_rest_8192.jsonl"
+  rm -rf "$tmp"
+}
+
+vt_set() {  # RULER's variable tracking at 4K, the results sets' seed and N
+  local tmp
+  [ -f "$DATA/ruler_vt_4096.jsonl" ] && return
+  tmp=$(mktemp -d)
+  $LONGREAD data ruler --task vt --lengths 4096 --n "$N" --seed 0 --out "$tmp"
+  mv "$tmp/ruler_vt_4096.jsonl" "$DATA/ruler_vt_4096.jsonl"
   rm -rf "$tmp"
 }
 
@@ -546,14 +558,42 @@ fi
 if [ "$CELLS" = gateagain ]; then  # not in CELLS=all: a rerun
   cell memagent adapter ruler_niah_single_2 16384 probe-on+grounded+again
 fi
-# Issue 29 (CELLS=gaterest): the update gate as shipped (`gate`: --update-gate on, its own
-# adapter) where it was not measured: a held-out wording in held-out prose, and memreread's first
-# pass (its decide and integrate calls on memreread's own adapter), each paired by answers with
-# the gate-off cells (`memagent adapter ... probe-on+grounded`, `memreread sft28z ...`).
+# Issue 29 (CELLS=gaterest): the update gate as shipped (`gate`: --update-gate on) where it was
+# not measured: memagent (the gate's adapter) on a held-out wording in held-out prose, and
+# memreread, each paired by answers with the gate-off cells (`memagent adapter ...
+# probe-on+grounded`, `memreread sft28z ...`). memreread keeps its own adapter under the gate
+# since stop 81 (the gate then only its prompt's sentence); stop 80 gave it the gate's adapter,
+# its folders end `-stop80` (reversed chains 0 of 20: why it no longer does).
 if [ "$CELLS" = gaterest ]; then  # not in CELLS=all: a candidate's check
   cell memagent gate unseen-van 8192 probe-on+grounded
-  cell memreread gate ruler_niah_single_2 8192
   cell memreread gate chains_reversed_same 8192
+  cell memreread gate ruler_niah_single_2 8192
+fi
+# Issue 29 (CELLS=exit64again): the exit probe's first target at 64K in seconds on one machine
+# (stop 69 paired 32K only: 2.22x; 64K had prefill counts, 2.68x less): the shipped reading with
+# the probe, then without it, one after the other; `longread eval compare` pairs the samples
+# both finished (the probe-off one takes about 2.5x as long: it may be stopped part way).
+if [ "$CELLS" = exit64again ]; then  # not in CELLS=all: a rerun
+  cell memagent adapter ruler_niah_single_2 65536 probe-on+grounded+again
+  cell memagent adapter ruler_niah_single_2 65536 probe-off+again
+fi
+# Issue 26, target 7 (CELLS=cost26): seconds a sample, the adapter shipped before RL (stage 1e,
+# read as it shipped: no reading option, `.venv/bin/python recipes/smollm2/export_stage.py
+# sft1e` first) against the default a user gets now (grpo26b with its reading options, the exit
+# probe and lookup decoding), niah_single_2 32K, one machine, the default first.
+if [ "$CELLS" = cost26 ]; then  # not in CELLS=all: a rerun for seconds
+  cell memagent adapter ruler_niah_single_2 32768 probe-on+grounded+lookup+again
+  cell memagent sft1e ruler_niah_single_2 32768 again
+fi
+# Issue 28 (CELLS=vt): RULER's variable tracking, the other task that needs a reader to follow
+# a chain, at 4K (its official templates, evaluation seed 0): the model as released under
+# memagent first (the floor), then each memory agent with its shipped adapter, read as shipped.
+if [ "$CELLS" = vt ]; then  # not in CELLS=all: the floor of a task no stage trained on
+  vt_set
+  cell memagent base ruler_vt 4096
+  cell memreread adapter ruler_vt 4096
+  cell rememr1 adapter ruler_vt 4096
+  cell memagent adapter ruler_vt 4096 probe-on+grounded
 fi
 trap - EXIT
 record_session

@@ -133,8 +133,7 @@ class BackendSettings:
         applied = {}
         shipped = self.adapter == MEMORY_ADAPTER_NAME or (not self.adapter and self.gguf is None)
         if shipped and not self.base_model and self.resolved_backend() == "llamacpp":
-            own = bundled_call_adapters(self.agent, self.update_gate)
-            applied = {kind: str(path) for kind, path in own.items()}
+            applied = {kind: str(path) for kind, path in bundled_call_adapters(self.agent).items()}
         applied.update(self.call_adapters or {})
         return {kind: path for kind, path in applied.items() if kind not in self.idle_calls}
 

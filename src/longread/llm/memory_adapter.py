@@ -19,9 +19,11 @@ calls keep the shared one.
 
 An adapter trained for the update gate (``smollm2-135m-update-gate.gguf``: its updates may
 reply ``<keep/>``) takes the shared one's place for the agents that read memagent's updates
-(memagent, memreread) when ``--update-gate on`` is given and no other adapter is: the shared
-adapter never learnt the tag, so with it the gate would only add a sentence to the prompt.
-MemReread's decide and integrate calls keep its own adapter then: the gate's never learnt them.
+with the shared one when ``--update-gate on`` is given and no other adapter is: the shared
+adapter never learnt the tag, so with it the gate would only add a sentence to the prompt. It
+takes only the shared one's place: MemReread's own adapter learnt a root pass that keeps a
+chain's bridge, which the gate's adapter (trained from the shared one) loses (stop 81: reversed
+chains 6 of 20 with MemReread's own, 0 of 20 with the gate's), so MemReread keeps its own.
 """
 
 from __future__ import annotations
@@ -35,10 +37,8 @@ from ..errors import UsageError
 
 MEMORY_ADAPTER_FILE = "smollm2-135m-memory.gguf"
 GATE_ADAPTER_FILE = "smollm2-135m-update-gate.gguf"
-# the agents whose updates are memagent's, where a <keep/> reply is read (agents/gates.py), each
-# with the kinds of call that are its own: the gate's adapter never learnt them, so they keep
-# the agent's own adapter when the gate's takes its updates
-GATE_AGENTS: dict[str, tuple[str, ...]] = {"memagent": (), "memreread": ("decide", "integrate")}
+# the agents whose updates are memagent's, where a <keep/> reply is read (agents/gates.py)
+GATE_AGENTS = ("memagent", "memreread")
 MEMORY_ADAPTER_NAME = "memory"  # --adapter memory: the shipped adapter
 DEFAULT_ON = True  # applied to the bundled model without being asked
 
@@ -65,23 +65,19 @@ def bundled_memory_adapter(agent: str | None = None) -> Path | None:
 
 def bundled_gate_adapter(agent: str | None) -> Path | None:
     """The shipped adapter trained for the update gate, for ``agent``'s updates; None for an
-    agent whose updates are not memagent's, or in a build that ships none."""
+    agent whose updates are not memagent's, for one that ships an adapter of its own for all
+    its calls (the gate's was trained from the shared one and takes only its place), or in a
+    build that ships none."""
     path = adapters_folder() / GATE_ADAPTER_FILE
-    return path if agent in GATE_AGENTS and path.is_file() else None
+    reads_shared = bundled_memory_adapter(agent) == adapters_folder() / MEMORY_ADAPTER_FILE
+    return path if agent in GATE_AGENTS and reads_shared and path.is_file() else None
 
 
-def bundled_call_adapters(agent: str | None, update_gate: bool = False) -> dict[str, Path]:
-    """The kinds of call (``"decide"``...) of ``agent`` that its own shipped adapter takes:
-    those its record names when it is for some calls only; with ``update_gate``, where the
-    gate's adapter takes the agent's updates (``bundled_gate_adapter``), the agent's own kinds
-    of call (``GATE_AGENTS``); {} otherwise."""
+def bundled_call_adapters(agent: str | None) -> dict[str, Path]:
+    """The kinds of call (``"decide"``...) of ``agent`` that its own shipped adapter takes,
+    when that adapter is for some calls only; {} otherwise."""
     own = _own_adapter(agent)
-    if own is None:
-        return {}
-    calls = _calls_of(own)
-    if not calls and update_gate and bundled_gate_adapter(agent) is not None:
-        calls = list(GATE_AGENTS[str(agent)])
-    return dict.fromkeys(calls, own)
+    return dict.fromkeys(_calls_of(own), own) if own is not None else {}
 
 
 def _names_an_agent(adapter: str | Path) -> bool:
