@@ -100,7 +100,7 @@ def test_runs_read_with_it_are_named_by_its_stage(shipped):
     assert memory_adapter_stage(shipped["sha"]) == "sft29y"
 
 
-def test_serve_with_the_gate_on_gives_memagent_and_memreread_its_backend(shipped):
+def test_serve_with_the_gate_on_gives_the_agents_reading_the_shared_adapter_its_backend(shipped):
     prepared = _Prepared(BackendSettings(update_gate=True))
     prepared._agent_backends()
     assert sorted(prepared.own) == ["memagent", "memreread", "rememr1"]

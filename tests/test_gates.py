@@ -763,3 +763,31 @@ async def test_focused_notes_clear_copied_filler_so_the_evidence_gets_in():
     # the papers' memory keeps the filler to the end
     run = await agent_for(ScriptedBackend([reply] * 10)).run(question, chunks(*SECTIONS))
     assert run.steps[-2].memory == "Ann wrote it." and run.answer == "Ann"
+
+
+# --- memreread's first pass reads with the gates (issue 29: options of memagent and of
+# memreread's root pass) -------------------------------------------------------------------
+
+
+async def test_memreread_s_root_pass_keeps_and_stops_by_the_gates_then_decides():
+    from longread.agents.memreread import MemReread, MemRereadConfig
+
+    def reply(messages: Sequence[Message]) -> str:
+        prompt = messages[-1]["content"]
+        if "Decide whether the memory is enough" in prompt:
+            return "<stop/>"
+        if "Section:\n" not in prompt:
+            return "\\boxed{4412}"
+        shown = prompt.split("Section:\n", 1)[1]
+        return "Code 4412. <exit/>" if shown.startswith(SECTIONS[1]) else "<keep/>"
+
+    backend = ScriptedBackend([reply] * 10)
+    config = MemRereadConfig(update_gate=True, exit_gate=True)
+    run = await MemReread(backend, WordTokenizer(), config).run(
+        "What is the code?", chunks(*SECTIONS)
+    )
+    assert [s.kind for s in run.steps] == ["update", "update", "decide", "final"]
+    assert GATE_KEEP in run.steps[0].flags and GATE_EXIT in run.steps[1].flags
+    assert run.steps[1].memory == "Code 4412."  # the notes without the tag
+    assert "Code 4412." in backend.requests[2][0][-1]["content"]  # the decision reads them
+    assert run.answer == "4412"
