@@ -9,6 +9,7 @@ import pytest
 
 from longread.agents.gates import read_gates
 from longread.agents.memagent import NO_MEMORY, MemAgent, MemAgentConfig
+from longread.agents.memreread import MemReread, MemRereadConfig
 from longread.errors import UsageError
 from longread.llm.base import Message
 from longread.text.chunking import Chunk
@@ -770,8 +771,6 @@ async def test_focused_notes_clear_copied_filler_so_the_evidence_gets_in():
 
 
 async def test_memreread_s_root_pass_keeps_and_stops_by_the_gates_then_decides():
-    from longread.agents.memreread import MemReread, MemRereadConfig
-
     def reply(messages: Sequence[Message]) -> str:
         prompt = messages[-1]["content"]
         if "Decide whether the memory is enough" in prompt:
