@@ -31,6 +31,7 @@
 # CELLS=vt RULER's variable tracking at 4K, the model as released and each shipped agent;
 # CELLS=exit64again the exit probe on and off at 64K again, for seconds on one machine;
 # CELLS=cost26 stage 1e as it shipped against today's default at 32K, for seconds (issue 26);
+# CELLS=longbase the model as released on niah_single_2 at 32K and 64K (issue 26's base rows);
 # CELLS=none only rewrites the page from the runs made so far (a page written before every cell
 # has run says so at the top).
 #
@@ -280,8 +281,8 @@ if want base; then
 fi
 want baselines && baselines ruler_niah_single_3
 # The base model on long needles (issue 26's rows from 2K to 64K): last, the slowest cells
-# (it writes its memory to the cap at every update)
-if want base; then
+# (it writes its memory to the cap at every update); CELLS=longbase runs these two alone
+if want base || want longbase; then
   cell memagent base ruler_niah_single_2 32768
   cell memagent base ruler_niah_single_2 65536
 fi
